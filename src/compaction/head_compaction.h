@@ -1,0 +1,33 @@
+// Per-KV-head compaction: the data every compaction method consumes and produces.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace kvcompact {
+
+/// One KV head's original context cache and its reference queries (row-major, float32).
+/// Pointers are borrowed; they must outlive the call that receives this view.
+struct HeadCompactionInput {
+  const float* keys = nullptr;     ///< K: [T, head_dim], after RoPE
+  const float* values = nullptr;   ///< V: [T, head_dim]
+  const float* queries = nullptr;  ///< Q: [n_queries, head_dim], after RoPE (reference queries)
+  int T = 0;                       ///< context length (entries of this head)
+  int n_queries = 0;
+  int head_dim = 0;
+};
+
+/// A compacted head: t entries (C1, beta, C2) plus the context indices of the selected keys.
+struct CompactedHead {
+  std::vector<int> selected;  ///< [t] indices into the context (0..T-1), in context order
+  std::vector<float> keys;    ///< C1: [t, head_dim] (the selected original keys)
+  std::vector<float> beta;    ///< [t] additive logit bias in nats (0 = none)
+  std::vector<float> values;  ///< C2: [t, head_dim] (fitted, or the original values)
+  int size() const { return static_cast<int>(selected.size()); }
+};
+
+/// Number of entries kept for keep ratio r over T context entries: t = max(1, floor(r*T)),
+/// except r == 0 which keeps none. Throws Error when r is outside [0, 1] or NaN.
+int kept_entries(double ratio, int T);
+
+}  // namespace kvcompact

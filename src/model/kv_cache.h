@@ -1,0 +1,59 @@
+// The KV cache: an explicit, per-layer, per-KV-head store whose entries can be compacted.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace kvcompact {
+
+/// The cache of one KV head in one layer. Entry i has key keys[i*head_dim ...] (after RoPE),
+/// value values[i*head_dim ...], an additive attention-logit bias beta[i] (0 for ordinary
+/// entries; log-weights for Attention-Matching entries) and its original token position.
+/// A query q attends with logits q.k_i / sqrt(head_dim) + beta_i.
+struct HeadCache {
+  std::vector<float> keys;         ///< [length, head_dim], after RoPE
+  std::vector<float> values;       ///< [length, head_dim]
+  std::vector<float> beta;         ///< [length], additive logit bias (nats)
+  std::vector<int32_t> positions;  ///< [length], original RoPE position of each entry
+
+  std::size_t length() const { return beta.size(); }
+  /// Appends one entry; k and v point at head_dim floats.
+  void append(const float* k, const float* v, int head_dim, float b, int32_t position);
+  /// True when any beta is non-zero (the entry set then needs its bias stored).
+  bool has_bias() const;
+};
+
+/// KV cache of a whole model: n_layers x n_kv_heads HeadCaches. Heads may hold different numbers
+/// of entries (non-uniform compaction). New tokens are fed at RoPE positions next_position,
+/// next_position+1, ... : after compaction of a T-token context next_position stays T, whatever
+/// the compacted length.
+class KVCache {
+ public:
+  KVCache() = default;
+  KVCache(int n_layers, int n_kv_heads, int head_dim);
+
+  HeadCache& head(int layer, int kv_head) { return heads_[index(layer, kv_head)]; }
+  const HeadCache& head(int layer, int kv_head) const { return heads_[index(layer, kv_head)]; }
+
+  int n_layers() const { return n_layers_; }
+  int n_kv_heads() const { return n_kv_heads_; }
+  int head_dim() const { return head_dim_; }
+
+  /// RoPE position of the next token fed to the model.
+  int next_position = 0;
+
+  /// Entries summed over all heads.
+  std::size_t total_entries() const;
+  /// Storage in bytes of keys and values (float32), plus beta for heads that carry a bias.
+  std::size_t bytes() const;
+  /// Drops every entry and resets next_position to 0.
+  void clear();
+
+ private:
+  std::size_t index(int layer, int kv_head) const;
+  int n_layers_ = 0, n_kv_heads_ = 0, head_dim_ = 0;
+  std::vector<HeadCache> heads_;  // [n_layers * n_kv_heads]
+};
+
+}  // namespace kvcompact

@@ -1,0 +1,32 @@
+#include "model/kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include "io/error.h"
+
+namespace kvcompact {
+namespace {
+
+TEST(KVCache, AppendAndBytesCountBiasOnlyWhenPresent) {
+  KVCache cache(2, 3, 4);
+  const float k[4] = {1, 2, 3, 4}, v[4] = {5, 6, 7, 8};
+  cache.head(0, 0).append(k, v, 4, 0.0f, 0);
+  cache.head(0, 0).append(k, v, 4, 0.0f, 1);
+  cache.head(1, 2).append(k, v, 4, 0.5f, 7);
+  EXPECT_EQ(cache.head(0, 0).length(), 2u);
+  EXPECT_EQ(cache.head(1, 2).positions[0], 7);
+  EXPECT_EQ(cache.head(0, 0).keys[5], 2.0f);
+  EXPECT_EQ(cache.total_entries(), 3u);
+  // 3 entries x (4 + 4) floats, plus 1 beta float for the biased head.
+  EXPECT_EQ(cache.bytes(), 3u * 8 * 4 + 1 * 4);
+}
+
+TEST(KVCache, UnknownHeadThrows) {
+  KVCache cache(2, 3, 4);
+  EXPECT_THROW(cache.head(2, 0), Error);
+  EXPECT_THROW(cache.head(0, 3), Error);
+  EXPECT_THROW(cache.head(-1, 0), Error);
+}
+
+}  // namespace
+}  // namespace kvcompact
