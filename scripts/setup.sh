@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs kvcompact's Debian packages (when run as root, or with sudo) and builds it (Release)
+# into build/. Usage: bash scripts/setup.sh [--no-install] [--build-dir DIR] [extra cmake args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev liblapacke-dev
+          nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libgtest-dev libgmock-dev
+          libbenchmark-dev)
+install=1
+build_dir=build
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-install) install=0 ;;
+    --build-dir) build_dir="$2"; shift ;;
+    *) extra+=("$1") ;;
+  esac
+  shift
+done
+
+if [ "$install" = 1 ]; then
+  missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}" >&2
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
+fi
+
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "${extra[@]}"
+cmake --build "$build_dir" -j"$(nproc)"
+echo "setup: built $build_dir/kvcompact" >&2

@@ -1,0 +1,132 @@
+#include "analysis/compact_eval.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "analysis/perplexity.h"
+#include "compaction/head_compaction.h"
+#include "io/error.h"
+#include "model/transformer.h"
+
+namespace kvcompact {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Mean NLL (nats/token) of `continuation` given a cache holding the context: the first token is
+/// scored from `first_logits` (the context's last logits), the rest teacher-forced over the cache.
+double continuation_nll(const Transformer& model, KVCache cache, std::span<const int> continuation,
+                        std::span<const float> first_logits) {
+  double total = token_nll(first_logits, continuation[0]);
+  if (continuation.size() >= 2) total += score_tokens(model, cache, continuation).total_nll;
+  return total / static_cast<double>(continuation.size());
+}
+
+struct Accumulator {
+  std::vector<double> delta;
+  double nll = 0, bytes = 0, full_bytes = 0, seconds = 0, entries = 0;
+};
+
+}  // namespace
+
+CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::string>& documents,
+                                   const CompactEvalOptions& options) {
+  if (documents.empty()) throw Error("compact-eval: no documents to evaluate");
+  if (!(options.context_frac > 0.0 && options.context_frac < 1.0))
+    throw Error(fmt::format("--context-frac {} must be in (0, 1)", options.context_frac));
+  if (options.methods.empty()) throw Error("compact-eval: no methods given");
+  if (options.ratios.empty()) throw Error("compact-eval: no ratios given");
+  for (double r : options.ratios) kept_entries(r, 1);  // validates each ratio
+
+  const Transformer transformer(model.config, model.weights);
+  const Tokenizer& tokenizer = *model.tokenizer;
+  const std::size_t n_rows = options.methods.size() * options.ratios.size();
+  std::vector<Accumulator> acc(n_rows);
+  CompactEvalResult result;
+  double full_nll_sum = 0, context_sum = 0, continuation_sum = 0;
+  const auto t_start = std::chrono::steady_clock::now();
+
+  for (std::size_t d = 0; d < documents.size(); ++d) {
+    const std::vector<int> ids = tokenizer.encode(documents[d], /*add_bos=*/true);
+    const int N = static_cast<int>(ids.size());
+    const int T = static_cast<int>(std::floor(options.context_frac * N));
+    if (T < 2 || N - T < 1)
+      throw Error(fmt::format(
+          "document {} has {} tokens: context-frac {} leaves a context of {} and a continuation of {} "
+          "(need at least 2 and 1)",
+          d + 1, N, options.context_frac, T, N - T));
+    std::span<const int> context(ids.data(), T), continuation(ids.data() + T, N - T);
+
+    auto t0 = std::chrono::steady_clock::now();
+    ContextPrefill prefill = repeat_prefill(transformer, tokenizer, context);
+    result.reference_seconds += seconds_since(t0);
+    const double full_nll = continuation_nll(transformer, prefill.cache, continuation, prefill.last_logits);
+    full_nll_sum += full_nll;
+    context_sum += T;
+    continuation_sum += N - T;
+
+    std::size_t row = 0;
+    for (CompactionMethod method : options.methods) {
+      for (double ratio : options.ratios) {
+        CompactionOptions co;
+        co.method = method;
+        co.ratio = ratio;
+        co.seed = options.seed + d;
+        co.am = options.am;
+        t0 = std::chrono::steady_clock::now();
+        KVCache compacted = compact_cache(prefill.cache, prefill.queries, co);
+        const double secs = seconds_since(t0);
+        const double nll = continuation_nll(transformer, compacted, continuation, prefill.last_logits);
+        if (!std::isfinite(nll))
+          throw Error(fmt::format("document {}: {} at ratio {} gave a non-finite NLL", d + 1,
+                                  compaction_method_name(method), ratio));
+        Accumulator& a = acc[row++];
+        a.delta.push_back(nll - full_nll);
+        a.nll += nll;
+        a.bytes += static_cast<double>(compacted.bytes());
+        a.full_bytes += static_cast<double>(prefill.cache.bytes());
+        a.seconds += secs;
+        a.entries += static_cast<double>(compacted.total_entries());
+      }
+    }
+    if (options.progress)
+      std::fprintf(stderr, "compact-eval: document %zu/%zu (%d context + %d continuation tokens), %.1f s\n",
+                   d + 1, documents.size(), T, N - T, seconds_since(t_start));
+  }
+
+  const double D = static_cast<double>(documents.size());
+  result.documents = static_cast<int>(documents.size());
+  result.full_nll_mean = full_nll_sum / D;
+  result.mean_context_tokens = context_sum / D;
+  result.mean_continuation_tokens = continuation_sum / D;
+  std::size_t row = 0;
+  for (CompactionMethod method : options.methods) {
+    for (double ratio : options.ratios) {
+      const Accumulator& a = acc[row++];
+      CompactEvalRow r;
+      r.method = compaction_method_name(method);
+      r.ratio = ratio;
+      double mean = 0;
+      for (double x : a.delta) mean += x;
+      mean /= D;
+      double ss = 0;
+      for (double x : a.delta) ss += (x - mean) * (x - mean);
+      r.delta_nll_mean = mean;
+      r.delta_nll_sem = D > 1 ? std::sqrt(ss / (D - 1)) / std::sqrt(D) : 0.0;
+      r.nll_mean = a.nll / D;
+      r.cache_bytes = a.bytes / D;
+      r.full_cache_bytes = a.full_bytes / D;
+      r.compaction_seconds = a.seconds / D;
+      r.kept_entries = a.entries / D;
+      result.rows.push_back(r);
+    }
+  }
+  return result;
+}
+
+}  // namespace kvcompact

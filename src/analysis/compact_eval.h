@@ -1,0 +1,56 @@
+// compact-eval: the quality cost of KV-cache compaction on plain-text documents.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compaction/compact_cache.h"
+#include "model/model.h"
+
+namespace kvcompact {
+
+/// Options of a compaction evaluation.
+struct CompactEvalOptions {
+  std::vector<double> ratios{0.05, 0.1, 0.2, 0.5, 1.0};  ///< keep ratios r in [0, 1]
+  std::vector<CompactionMethod> methods{CompactionMethod::AttentionMatching};
+  double context_frac = 0.6;  ///< T = floor(context_frac * N) of a document's N tokens (BOS included)
+  uint64_t seed = 0;          ///< seed of the `random` baseline
+  AttentionMatchingOptions am;
+  bool progress = true;       ///< one line per document on stderr
+};
+
+/// One (method, ratio) result, aggregated over documents.
+struct CompactEvalRow {
+  std::string method;
+  double ratio = 0;
+  double delta_nll_mean = 0;      ///< mean over documents of (NLL compacted - NLL full), nats/token
+  double delta_nll_sem = 0;       ///< standard error of that mean across documents (0 for 1 doc)
+  double nll_mean = 0;            ///< mean over documents of the compacted-cache NLL, nats/token
+  double cache_bytes = 0;         ///< mean over documents of the compacted cache's bytes (KVCache::bytes)
+  double full_cache_bytes = 0;    ///< mean over documents of the full context cache's bytes
+  double compaction_seconds = 0;  ///< mean over documents of the time to compact the whole cache
+  double kept_entries = 0;        ///< mean over documents of the entries kept, summed over heads
+};
+
+/// The evaluation's result.
+struct CompactEvalResult {
+  std::vector<CompactEvalRow> rows;  ///< methods x ratios, in the order given
+  int documents = 0;
+  double full_nll_mean = 0;          ///< mean over documents of the full-cache continuation NLL
+  double mean_context_tokens = 0;    ///< mean T
+  double mean_continuation_tokens = 0;
+  double reference_seconds = 0;      ///< total time of the repeat-prefills (reference queries)
+};
+
+/// For each document: encode with BOS (N tokens), context = the first T = floor(context_frac*N)
+/// tokens, continuation = the rest. Prefill the context with repeat-prefill to get its cache and
+/// reference queries; score the continuation teacher-forced over the full cache and over each
+/// compacted cache (continuation tokens at RoPE positions T..N-1). The NLL of a cache is the
+/// mean over all N-T continuation tokens; the first one is predicted from the context's last
+/// logits, which compaction does not change.
+/// Throws Error naming the document (1-based) when T < 2 or N - T < 1, and on a bad option.
+CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::string>& documents,
+                                   const CompactEvalOptions& options);
+
+}  // namespace kvcompact

@@ -1,0 +1,196 @@
+// Blocked attention statistics of one KV head and the compacted head's output (see head_attention.h).
+#include "compaction/head_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include "io/error.h"
+
+namespace kvcompact {
+namespace {
+
+constexpr std::size_t kBlockLogits = std::size_t{1} << 23;  // ~64 MiB of double logits per block
+// Below this many logits a loop runs on one thread (thread start-up would cost more than it saves).
+constexpr std::size_t kParallelMin = std::size_t{1} << 15;
+
+std::size_t rows_per_block(int n, int width) {
+  const std::size_t w = static_cast<std::size_t>(std::max(width, 1));
+  return std::max<std::size_t>(1, std::min<std::size_t>(static_cast<std::size_t>(n), kBlockLogits / w));
+}
+
+void check_finite(const float* p, std::size_t count, const char* where, const char* what) {
+  for (std::size_t i = 0; i < count; ++i)
+    if (!std::isfinite(p[i]))
+      throw Error(fmt::format("{}: {} has a non-finite value (NaN or Inf) at flat index {}", where,
+                              what, i));
+}
+
+std::vector<double> to_double(const float* p, std::size_t count) {
+  return std::vector<double>(p, p + count);
+}
+
+// In place: each of the rows rows of X [rows, width] -> softmax; row_max/row_sum get m_i and
+// sum_j exp(X_ij - m_i) when non-null.
+void softmax_rows(double* X, std::size_t rows, std::size_t width, double* row_max, double* row_sum) {
+#pragma omp parallel for schedule(static) if (rows * width >= kParallelMin)
+  for (std::ptrdiff_t r = 0; r < static_cast<std::ptrdiff_t>(rows); ++r) {
+    double* x = X + static_cast<std::size_t>(r) * width;
+    double m = x[0];
+    for (std::size_t j = 1; j < width; ++j) m = std::max(m, x[j]);
+    double z = 0.0;
+    for (std::size_t j = 0; j < width; ++j) {
+      x[j] = std::exp(x[j] - m);
+      z += x[j];
+    }
+    const double inv = 1.0 / z;
+    for (std::size_t j = 0; j < width; ++j) x[j] *= inv;
+    if (row_max) row_max[r] = m;
+    if (row_sum) row_sum[r] = z;
+  }
+}
+
+}  // namespace
+
+void validate_head_input(const HeadCompactionInput& in, const char* where) {
+  if (in.head_dim <= 0)
+    throw Error(fmt::format("{}: head_dim {} must be positive", where, in.head_dim));
+  if (in.T < 0) throw Error(fmt::format("{}: context length T = {} is negative", where, in.T));
+  if (in.n_queries < 0)
+    throw Error(fmt::format("{}: number of queries {} is negative", where, in.n_queries));
+  const std::size_t d = static_cast<std::size_t>(in.head_dim);
+  const std::size_t T = static_cast<std::size_t>(in.T), n = static_cast<std::size_t>(in.n_queries);
+  if (T > 0 && (in.keys == nullptr || in.values == nullptr))
+    throw Error(fmt::format("{}: keys or values missing for T = {}", where, in.T));
+  if (n > 0 && in.queries == nullptr)
+    throw Error(fmt::format("{}: queries missing for n_queries = {}", where, in.n_queries));
+  if (T > 0) {
+    check_finite(in.keys, T * d, where, "K");
+    check_finite(in.values, T * d, where, "V");
+  }
+  if (n > 0) check_finite(in.queries, n * d, where, "Q");
+}
+
+HeadAttentionStats compute_head_attention(const HeadCompactionInput& in) {
+  validate_head_input(in, "attention statistics");
+  if (in.T == 0 && in.n_queries > 0)
+    throw Error("attention statistics: context is empty (T = 0), softmax over no keys");
+  const int n = in.n_queries, T = in.T, d = in.head_dim;
+  const std::size_t N = static_cast<std::size_t>(n), TT = static_cast<std::size_t>(T),
+                    D = static_cast<std::size_t>(d);
+  HeadAttentionStats st;
+  st.n_queries = n;
+  st.T = T;
+  st.head_dim = d;
+  st.row_max.assign(N, 0.0);
+  st.mass.assign(N, 0.0);
+  st.output.assign(N * D, 0.0);
+  st.attn_sum.assign(TT, 0.0);
+  st.attn_sumsq.assign(TT, 0.0);
+  st.attn_max.assign(TT, 0.0);
+  if (n == 0) return st;
+
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const std::vector<double> K = to_double(in.keys, TT * D), V = to_double(in.values, TT * D);
+  const std::size_t block = rows_per_block(n, T);
+  std::vector<double> A(block * TT), Qb(block * D);
+  for (std::size_t b0 = 0; b0 < N; b0 += block) {
+    const std::size_t nb = std::min(block, N - b0);
+    for (std::size_t i = 0; i < nb * D; ++i) Qb[i] = in.queries[b0 * D + i];
+    // A = s * Qb K^T : [nb, T], then row softmax in place.
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nb), T, d, scale,
+                Qb.data(), d, K.data(), d, 0.0, A.data(), T);
+    softmax_rows(A.data(), nb, TT, st.row_max.data() + b0, st.mass.data() + b0);
+    // Y block = A V : [nb, d].
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nb), d, T, 1.0,
+                A.data(), T, V.data(), d, 0.0, st.output.data() + b0 * D, d);
+    // Per-key accumulators, parallel over blocks of keys (rows read contiguously per block).
+    constexpr std::size_t kKeyBlock = 256;
+    const std::ptrdiff_t n_key_blocks = static_cast<std::ptrdiff_t>((TT + kKeyBlock - 1) / kKeyBlock);
+#pragma omp parallel for schedule(static) if (nb * TT >= kParallelMin)
+    for (std::ptrdiff_t kb = 0; kb < n_key_blocks; ++kb) {
+      const std::size_t j0 = static_cast<std::size_t>(kb) * kKeyBlock;
+      const std::size_t j1 = std::min(TT, j0 + kKeyBlock);
+      for (std::size_t r = 0; r < nb; ++r) {
+        const double* a = A.data() + r * TT;
+        for (std::size_t j = j0; j < j1; ++j) {
+          st.attn_sum[j] += a[j];
+          st.attn_sumsq[j] += a[j] * a[j];
+          st.attn_max[j] = std::max(st.attn_max[j], a[j]);
+        }
+      }
+    }
+  }
+  return st;
+}
+
+std::vector<double> selected_logits(const HeadCompactionInput& in, const std::vector<int>& selected) {
+  const std::size_t n = static_cast<std::size_t>(std::max(in.n_queries, 0));
+  const std::size_t t = selected.size(), D = static_cast<std::size_t>(std::max(in.head_dim, 0));
+  std::vector<double> out(n * t, 0.0);
+  if (n == 0 || t == 0) return out;
+  std::vector<double> C1(t * D);
+  for (std::size_t j = 0; j < t; ++j) {
+    const int idx = selected[j];
+    if (idx < 0 || idx >= in.T)
+      throw Error(fmt::format("selected_logits: index {} outside the context [0, {})", idx, in.T));
+    for (std::size_t c = 0; c < D; ++c) C1[j * D + c] = in.keys[static_cast<std::size_t>(idx) * D + c];
+  }
+  const std::vector<double> Q = to_double(in.queries, n * D);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(t),
+              static_cast<int>(D), scale, Q.data(), static_cast<int>(D), C1.data(),
+              static_cast<int>(D), 0.0, out.data(), static_cast<int>(t));
+  return out;
+}
+
+std::vector<float> compacted_attention_output(const CompactedHead& head, const float* queries,
+                                              int n_queries, int head_dim) {
+  const char* where = "compacted attention output";
+  if (head_dim <= 0) throw Error(fmt::format("{}: head_dim {} must be positive", where, head_dim));
+  if (n_queries < 0) throw Error(fmt::format("{}: number of queries {} is negative", where, n_queries));
+  const std::size_t t = head.beta.size(), D = static_cast<std::size_t>(head_dim),
+                    N = static_cast<std::size_t>(n_queries);
+  if (t == 0) throw Error(fmt::format("{}: the compacted head is empty (softmax over no entries)", where));
+  if (head.keys.size() != t * D || head.values.size() != t * D)
+    throw Error(fmt::format("{}: head has {} beta but {} key and {} value floats (head_dim {})",
+                            where, t, head.keys.size(), head.values.size(), head_dim));
+  if (N > 0 && queries == nullptr) throw Error(fmt::format("{}: queries missing", where));
+  check_finite(head.keys.data(), t * D, where, "C1");
+  check_finite(head.values.data(), t * D, where, "C2");
+  check_finite(head.beta.data(), t, where, "beta");
+  check_finite(queries, N * D, where, "Q");
+  std::vector<float> out(N * D, 0.0f);
+  if (N == 0) return out;
+
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const std::vector<double> C1 = to_double(head.keys.data(), t * D),
+                            C2 = to_double(head.values.data(), t * D);
+  const std::size_t block = rows_per_block(n_queries, static_cast<int>(t));
+  std::vector<double> P(block * t), Qb(block * D), Yb(block * D);
+  for (std::size_t b0 = 0; b0 < N; b0 += block) {
+    const std::size_t nb = std::min(block, N - b0);
+    for (std::size_t i = 0; i < nb * D; ++i) Qb[i] = queries[b0 * D + i];
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nb), static_cast<int>(t),
+                head_dim, scale, Qb.data(), head_dim, C1.data(), head_dim, 0.0, P.data(),
+                static_cast<int>(t));
+    for (std::size_t r = 0; r < nb; ++r)
+      for (std::size_t j = 0; j < t; ++j) P[r * t + j] += head.beta[j];
+    softmax_rows(P.data(), nb, t, nullptr, nullptr);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nb), head_dim,
+                static_cast<int>(t), 1.0, P.data(), static_cast<int>(t), C2.data(), head_dim, 0.0,
+                Yb.data(), head_dim);
+    for (std::size_t i = 0; i < nb * D; ++i) out[b0 * D + i] = static_cast<float>(Yb[i]);
+  }
+  return out;
+}
+
+std::vector<float> original_attention_output(const HeadCompactionInput& in) {
+  const HeadAttentionStats st = compute_head_attention(in);
+  return std::vector<float>(st.output.begin(), st.output.end());
+}
+
+}  // namespace kvcompact

@@ -1,0 +1,30 @@
+// Bounded non-negative least squares for the Attention-Matching mass weights (beta = log w).
+#pragma once
+
+#include <vector>
+
+namespace kvcompact {
+
+/// Options of bounded_nnls. The weights are kept in [e^lo, e^hi], i.e. beta = log w in [lo, hi].
+struct NnlsOptions {
+  int iters = 2;     ///< projected-gradient steps after the clipped least-squares start (>= 0)
+  double lo = -3.0;  ///< lower bound of beta = log w (nats)
+  double hi = 3.0;   ///< upper bound of beta = log w (nats); needs lo <= hi
+  double rcond = 1e-12;  ///< dgelsd cut-off for the unconstrained start (see solve_least_squares)
+};
+
+/// Squared spectral norm ||M||_2^2 = largest eigenvalue of M^T M (Gram by cblas_dsyrk, then power
+/// iteration with the Rayleigh quotient to relative change 1e-14), M: [rows, cols] row-major.
+/// 0 for an empty matrix. Throws Error on negative sizes or non-finite entries.
+double spectral_norm_squared(const double* M, int rows, int cols);
+
+/// Approximately solves min_w ||M w - z||^2 subject to e^lo <= w <= e^hi, as in Attention Matching
+/// (arXiv 2602.16284, beta fit): w0 = clip(unconstrained min-norm least-squares solution), then
+/// `iters` projected-gradient steps w <- clip(w - (1/||M||_2^2) M^T (M w - z), e^lo, e^hi).
+///   M: [rows, cols] row-major, z: [rows]  ->  w: [cols], every entry in [e^lo, e^hi].
+/// The gradient uses the Gram matrix M^T M [cols, cols] (O(cols^2) per step). Throws Error on bad
+/// options (iters < 0, lo > hi, non-finite bounds), negative sizes or non-finite input.
+std::vector<double> bounded_nnls(const double* M, int rows, int cols, const double* z,
+                                 const NnlsOptions& options = {});
+
+}  // namespace kvcompact

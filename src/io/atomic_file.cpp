@@ -1,0 +1,40 @@
+#include "io/atomic_file.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "io/error.h"
+
+namespace kvcompact {
+
+void write_file_atomic(const std::string& path, std::string_view contents) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path target(path);
+  if (target.has_parent_path()) {
+    fs::create_directories(target.parent_path(), ec);
+    if (ec) throw Error(fmt::format("{}: cannot create folder: {}", path, ec.message()));
+  }
+  const std::string tmp = fmt::format("{}.tmp.{}", path, static_cast<long>(getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(fmt::format("{}: cannot open for writing", tmp));
+    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw Error(fmt::format("{}: write failed (disk full?)", tmp));
+    }
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw Error(fmt::format("{}: cannot move results into place: {}", path, ec.message()));
+  }
+}
+
+}  // namespace kvcompact

@@ -1,0 +1,66 @@
+#include "io/text_documents.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "io/error.h"
+
+namespace kvcompact {
+namespace {
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v'; }
+
+std::string_view strip(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> split_documents(std::string_view text) {
+  std::vector<std::string> docs;
+  std::string current;
+  auto flush = [&] {
+    std::string_view s = strip(current);
+    if (!s.empty()) docs.emplace_back(s);
+    current.clear();
+  };
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    if (strip(line).empty()) {
+      flush();
+    } else {
+      current.append(line);
+      current.push_back('\n');
+    }
+    start = end + 1;
+  }
+  flush();
+  return docs;
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot open data file", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw Error(fmt::format("{}: read error", path));
+  std::string text = ss.str();
+  if (strip(text).empty()) throw Error(fmt::format("{}: empty data file (no text)", path));
+  return text;
+}
+
+std::vector<std::string> read_documents(const std::string& path, int max_docs) {
+  auto docs = split_documents(read_text_file(path));
+  if (docs.empty()) throw Error(fmt::format("{}: no documents found", path));
+  if (max_docs > 0 && static_cast<int>(docs.size()) > max_docs) docs.resize(max_docs);
+  return docs;
+}
+
+}  // namespace kvcompact

@@ -1,0 +1,235 @@
+// load_model and parameter_count (declared in model/model.h): dispatch on the file name to the
+// llama2.c checkpoint reader or the GGUF reader, and map GGUF `llama` tensors/metadata onto
+// ModelConfig/ModelWeights.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "io/error.h"
+#include "io/gguf.h"
+#include "io/llama2c_checkpoint.h"
+#include "io/spm_tokenizer.h"
+#include "model/model.h"
+
+namespace kvcompact {
+
+namespace {
+
+bool ends_with_ci(const std::string& s, const std::string& suffix) {
+  if (s.size() < suffix.size()) return false;
+  return std::equal(suffix.rbegin(), suffix.rend(), s.rbegin(), [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+  });
+}
+
+/// An int metadata value that must be in [1, 2^31).
+int positive_int(const GgufFile& f, const std::string& key) {
+  const std::int64_t v = f.get_int(key);
+  if (v <= 0 || v > INT32_MAX) throw Error(fmt::format("{}: metadata {} = {} is not a positive int32", f.path(), key, v));
+  return static_cast<int>(v);
+}
+
+/// Reads tensor `name`, checks its ggml dims equal `dims` ([in, out] for a matrix W[out, in]) and
+/// that every value is finite; returns float32 data.
+std::vector<float> gguf_tensor(const GgufFile& f, const std::string& name,
+                               const std::vector<std::uint64_t>& dims) {
+  const GgufTensorInfo& t = f.tensor(name);
+  if (t.dims != dims) {
+    auto str = [](const std::vector<std::uint64_t>& d) { return fmt::format("[{}]", fmt::join(d, ", ")); };
+    throw Error(fmt::format("{}: tensor {} has shape {}, expected {}", f.path(), name, str(t.dims),
+                            str(dims)));
+  }
+  std::vector<float> v = f.tensor_f32(t);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i])) {
+      throw Error(fmt::format("{}: tensor {} has a non-finite value at index {}", f.path(), name, i));
+    }
+  }
+  return v;
+}
+
+/// SPM vocabulary of a GGUF file (tokenizer.ggml.model "llama"). Pieces get U+2581 replaced by
+/// ' ', and BOS/EOS become "\n<s>\n" / "\n</s>\n", exactly as llama2.c's tokenizer export writes
+/// them, so the vocabulary equals the llama2.c tokenizer.bin of the same model.
+std::unique_ptr<SpmTokenizer> gguf_spm_tokenizer(const GgufFile& f) {
+  const std::string& kind = f.get_string("tokenizer.ggml.model");
+  if (kind != "llama") {
+    throw Error(fmt::format("{}: tokenizer.ggml.model is '{}', only 'llama' (SentencePiece) is supported",
+                            f.path(), kind));
+  }
+  std::vector<std::string> pieces = f.get_string_array("tokenizer.ggml.tokens");
+  std::vector<float> scores = f.get_float_array("tokenizer.ggml.scores");
+  if (scores.size() != pieces.size()) {
+    throw Error(fmt::format("{}: tokenizer.ggml.scores has {} entries, tokenizer.ggml.tokens {}",
+                            f.path(), scores.size(), pieces.size()));
+  }
+  if (f.has("tokenizer.ggml.token_type")) {
+    const auto types = f.get_int_array("tokenizer.ggml.token_type");
+    if (types.size() != pieces.size()) {
+      throw Error(fmt::format("{}: tokenizer.ggml.token_type has {} entries, tokenizer.ggml.tokens {}",
+                              f.path(), types.size(), pieces.size()));
+    }
+  }
+  const std::int64_t bos = f.get_int_or("tokenizer.ggml.bos_token_id", 1);
+  const std::int64_t eos = f.get_int_or("tokenizer.ggml.eos_token_id", 2);
+  const auto n = static_cast<std::int64_t>(pieces.size());
+  if (bos < 0 || bos >= n || eos < 0 || eos >= n) {
+    throw Error(fmt::format("{}: tokenizer bos/eos ids {}/{} out of range for {} tokens", f.path(), bos,
+                            eos, n));
+  }
+  static const std::string kSpace = "\xE2\x96\x81";  // U+2581
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::string& p = pieces[static_cast<std::size_t>(i)];
+    if (i == bos) {
+      p = "\n<s>\n";
+    } else if (i == eos) {
+      p = "\n</s>\n";
+    }
+    std::string out;
+    out.reserve(p.size());
+    for (std::size_t k = 0; k < p.size();) {
+      if (p.compare(k, kSpace.size(), kSpace) == 0) {
+        out.push_back(' ');
+        k += kSpace.size();
+      } else {
+        out.push_back(p[k++]);
+      }
+    }
+    p.swap(out);
+  }
+  return std::make_unique<SpmTokenizer>(std::move(pieces), std::move(scores), static_cast<int>(bos),
+                                        static_cast<int>(eos), f.path());
+}
+
+/// GGUF `llama` architecture -> config + weights + tokenizer.
+Model load_gguf_llama(const GgufFile& f) {
+  Model m;
+  m.path = f.path();
+  ModelConfig& c = m.config;
+  c.architecture = "llama";
+  c.dim = positive_int(f, "llama.embedding_length");
+  c.hidden_dim = positive_int(f, "llama.feed_forward_length");
+  c.n_layers = positive_int(f, "llama.block_count");
+  c.n_heads = positive_int(f, "llama.attention.head_count");
+  c.n_kv_heads = f.has("llama.attention.head_count_kv") ? positive_int(f, "llama.attention.head_count_kv")
+                                                          : c.n_heads;
+  c.max_seq_len = positive_int(f, "llama.context_length");
+  c.norm_eps = static_cast<float>(f.get_float("llama.attention.layer_norm_rms_epsilon"));
+  c.rope_theta = static_cast<float>(f.get_float_or("llama.rope.freq_base", 10000.0));
+  c.rope_style = RopeStyle::Interleaved;  // GGUF llama (ggml ROPE_TYPE_NORM) pairs (2i, 2i+1)
+  if (c.n_heads % c.n_kv_heads != 0) {
+    throw Error(fmt::format("{}: head_count {} is not divisible by head_count_kv {}", f.path(), c.n_heads,
+                            c.n_kv_heads));
+  }
+  if (f.has("llama.attention.key_length")) {
+    c.head_dim = positive_int(f, "llama.attention.key_length");
+    if (f.has("llama.attention.value_length") && positive_int(f, "llama.attention.value_length") != c.head_dim) {
+      throw Error(fmt::format("{}: attention.value_length differs from key_length (unsupported)", f.path()));
+    }
+  } else {
+    if (c.dim % c.n_heads != 0) {
+      throw Error(fmt::format("{}: embedding_length {} is not divisible by head_count {}", f.path(), c.dim,
+                              c.n_heads));
+    }
+    c.head_dim = c.dim / c.n_heads;
+  }
+  if (c.head_dim % 2 != 0) throw Error(fmt::format("{}: head size {} is odd (RoPE needs pairs)", f.path(), c.head_dim));
+  const std::int64_t rope_dims = f.get_int_or("llama.rope.dimension_count", c.head_dim);
+  if (rope_dims != c.head_dim) {
+    throw Error(fmt::format("{}: llama.rope.dimension_count {} != head size {} (partial RoPE unsupported)",
+                            f.path(), rope_dims, c.head_dim));
+  }
+  if (!(c.norm_eps > 0.0f) || !std::isfinite(c.rope_theta) || !(c.rope_theta > 0.0f)) {
+    throw Error(fmt::format("{}: bad rms epsilon {} or rope freq_base {}", f.path(), c.norm_eps, c.rope_theta));
+  }
+
+  m.tokenizer = gguf_spm_tokenizer(f);
+  c.vocab_size = m.tokenizer->vocab_size();
+
+  const std::uint64_t D = c.dim, H = c.hidden_dim, V = c.vocab_size, Q = c.q_dim(), KV = c.kv_dim();
+  ModelWeights& w = m.weights;
+  w.token_embedding = gguf_tensor(f, "token_embd.weight", {D, V});
+  w.layers.resize(static_cast<std::size_t>(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    LayerWeights& lw = w.layers[static_cast<std::size_t>(l)];
+    lw.attn_norm = gguf_tensor(f, p + "attn_norm.weight", {D});
+    lw.wq = gguf_tensor(f, p + "attn_q.weight", {D, Q});
+    lw.wk = gguf_tensor(f, p + "attn_k.weight", {D, KV});
+    lw.wv = gguf_tensor(f, p + "attn_v.weight", {D, KV});
+    lw.wo = gguf_tensor(f, p + "attn_output.weight", {Q, D});
+    lw.ffn_norm = gguf_tensor(f, p + "ffn_norm.weight", {D});
+    lw.w_gate = gguf_tensor(f, p + "ffn_gate.weight", {D, H});
+    lw.w_down = gguf_tensor(f, p + "ffn_down.weight", {H, D});
+    lw.w_up = gguf_tensor(f, p + "ffn_up.weight", {D, H});
+  }
+  w.final_norm = gguf_tensor(f, "output_norm.weight", {D});
+  c.tied_classifier = true;
+  if (f.find_tensor("output.weight") != nullptr) {
+    std::vector<float> cls = gguf_tensor(f, "output.weight", {D, V});
+    // A stored bit-exact copy of the embedding (llama.cpp's convert-llama2c-to-ggml writes one)
+    // is a tied classifier.
+    if (std::memcmp(cls.data(), w.token_embedding.data(), cls.size() * sizeof(float)) != 0) {
+      w.classifier = std::move(cls);
+      c.tied_classifier = false;
+    }
+  }
+  return m;
+}
+
+Model load_gguf_model(const std::string& path) {
+  GgufFile f(path);
+  const std::string& arch = f.get_string("general.architecture");
+  // Add qwen2 / qwen3 here (their tensors and RopeStyle::HalfSplit differ).
+  if (arch == "llama") return load_gguf_llama(f);
+  throw Error(fmt::format("{}: unsupported GGUF architecture '{}' (supported: llama)", path, arch));
+}
+
+std::string find_llama2c_tokenizer(const std::string& model_path) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(model_path).parent_path();
+  if (dir.empty()) dir = ".";
+  for (const char* name : {"tok512.bin", "tokenizer.bin"}) {
+    fs::path p = dir / name;
+    std::error_code ec;
+    if (fs::is_regular_file(p, ec)) return p.string();
+  }
+  throw Error(fmt::format("{}: no tokenizer given and neither tok512.bin nor tokenizer.bin found in "
+                          "folder {}", model_path, dir.string()));
+}
+
+}  // namespace
+
+Model load_model(const std::string& path, const std::string& tokenizer_path) {
+  if (ends_with_ci(path, ".gguf")) {
+    if (!tokenizer_path.empty()) {
+      throw Error(fmt::format("{}: a GGUF model carries its own vocabulary; drop the tokenizer option "
+                              "({})", path, tokenizer_path));
+    }
+    return load_gguf_model(path);
+  }
+  Llama2cCheckpoint ck = read_llama2c_checkpoint(path);
+  const std::string tok = tokenizer_path.empty() ? find_llama2c_tokenizer(path) : tokenizer_path;
+  Model m;
+  m.path = path;
+  m.tokenizer = read_llama2c_tokenizer(tok, ck.config.vocab_size);
+  m.config = ck.config;
+  m.weights = std::move(ck.weights);
+  return m;
+}
+
+long long parameter_count(const ModelConfig& c) {
+  const long long D = c.dim, H = c.hidden_dim, V = c.vocab_size;
+  const long long per_layer = 2 * D + static_cast<long long>(c.q_dim()) * D +
+                              2LL * c.kv_dim() * D + D * c.q_dim() + 3 * H * D;
+  long long n = V * D + c.n_layers * per_layer + D;
+  if (!c.tied_classifier) n += V * D;
+  return n;
+}
+
+}  // namespace kvcompact

@@ -1,0 +1,192 @@
+#include "model/transformer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "io/error.h"
+#include "ops/attention.h"
+#include "ops/matmul.h"
+#include "ops/rmsnorm.h"
+#include "ops/rope.h"
+#include "ops/swiglu.h"
+
+namespace kvcompact {
+
+namespace {
+
+void check_size(const std::vector<float>& v, std::size_t expected, const char* what, int layer) {
+  if (v.size() != expected) {
+    if (layer >= 0)
+      throw Error(fmt::format("model weights: layer {} {} has {} floats, expected {}", layer, what,
+                              v.size(), expected));
+    throw Error(fmt::format("model weights: {} has {} floats, expected {}", what, v.size(),
+                            expected));
+  }
+}
+
+// Activation buffers of one forward call. thread_local and grow-only, so that token-at-a-time
+// decoding does no heap allocation after the first call.
+struct Workspace {
+  std::vector<float> x, xn, q, k, v, att, proj, hb, hb2, cos, sin;
+  std::vector<AttentionHeadView> views;
+};
+
+void ensure(std::vector<float>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+}  // namespace
+
+Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights)
+    : config_(config), weights_(weights) {
+  const ModelConfig& c = config_;
+  if (c.dim <= 0 || c.hidden_dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 ||
+      c.head_dim <= 0 || c.vocab_size <= 0)
+    throw Error(fmt::format(
+        "model config: non-positive size (dim {}, hidden_dim {}, n_layers {}, n_heads {}, "
+        "n_kv_heads {}, head_dim {}, vocab_size {})",
+        c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size));
+  if (c.n_heads % c.n_kv_heads != 0)
+    throw Error(fmt::format("model config: n_heads {} is not a multiple of n_kv_heads {}",
+                            c.n_heads, c.n_kv_heads));
+  if (c.head_dim % 2 != 0)
+    throw Error(fmt::format("model config: head_dim {} is odd (RoPE needs pairs)", c.head_dim));
+  if (!(c.norm_eps >= 0.0f) || !(c.rope_theta > 0.0f) || !std::isfinite(c.rope_theta))
+    throw Error(fmt::format("model config: bad norm_eps {} or rope_theta {}", c.norm_eps,
+                            c.rope_theta));
+  const std::size_t dim = c.dim, hid = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim(),
+                    vocab = c.vocab_size;
+  check_size(weights_.token_embedding, vocab * dim, "token_embedding", -1);
+  check_size(weights_.final_norm, dim, "final_norm", -1);
+  if (!weights_.classifier.empty()) check_size(weights_.classifier, vocab * dim, "classifier", -1);
+  if (static_cast<int>(weights_.layers.size()) != c.n_layers)
+    throw Error(fmt::format("model weights: {} layers, config says {}", weights_.layers.size(),
+                            c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& w = weights_.layers[l];
+    check_size(w.attn_norm, dim, "attn_norm", l);
+    check_size(w.wq, qd * dim, "wq", l);
+    check_size(w.wk, kvd * dim, "wk", l);
+    check_size(w.wv, kvd * dim, "wv", l);
+    check_size(w.wo, dim * qd, "wo", l);
+    check_size(w.ffn_norm, dim, "ffn_norm", l);
+    check_size(w.w_gate, hid * dim, "w_gate", l);
+    check_size(w.w_up, hid * dim, "w_up", l);
+    check_size(w.w_down, dim * hid, "w_down", l);
+  }
+}
+
+KVCache Transformer::make_cache() const {
+  return KVCache(config_.n_layers, config_.n_kv_heads, config_.head_dim);
+}
+
+std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& cache,
+                                        const ForwardOptions& options) const {
+  const ModelConfig& c = config_;
+  const int n = static_cast<int>(tokens.size());
+  if (n == 0) throw Error("forward: empty token list");
+  for (int i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+      throw Error(fmt::format("forward: token id {} (at index {}) is outside the vocabulary of {}",
+                              tokens[i], i, c.vocab_size));
+  if (cache.n_layers() != c.n_layers || cache.n_kv_heads() != c.n_kv_heads ||
+      cache.head_dim() != c.head_dim)
+    throw Error(fmt::format(
+        "forward: KV cache is {} layers x {} KV heads x head_dim {}, model needs {} x {} x {}",
+        cache.n_layers(), cache.n_kv_heads(), cache.head_dim(), c.n_layers, c.n_kv_heads,
+        c.head_dim));
+  if (cache.next_position < 0)
+    throw Error(fmt::format("forward: KV cache next_position {} is negative", cache.next_position));
+  const int hd = c.head_dim;
+  for (int l = 0; l < c.n_layers; ++l)
+    for (int g = 0; g < c.n_kv_heads; ++g) {
+      const HeadCache& h = cache.head(l, g);
+      const std::size_t len = h.length();
+      if (h.keys.size() != len * hd || h.values.size() != len * hd || h.positions.size() != len)
+        throw Error(fmt::format(
+            "forward: KV cache head L{}H{} is inconsistent ({} beta, {} key floats, {} value "
+            "floats, {} positions, head_dim {})",
+            l, g, len, h.keys.size(), h.values.size(), h.positions.size(), hd));
+    }
+
+  const int dim = c.dim, hid = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim();
+  const int first_pos = cache.next_position;
+  const std::size_t N = n;
+
+  thread_local Workspace ws;
+  ensure(ws.x, N * dim);
+  ensure(ws.xn, N * dim);
+  ensure(ws.q, N * qd);
+  ensure(ws.k, N * kvd);
+  ensure(ws.v, N * kvd);
+  ensure(ws.att, N * qd);
+  ensure(ws.proj, N * dim);
+  ensure(ws.hb, N * hid);
+  ensure(ws.hb2, N * hid);
+  ensure(ws.cos, N * (hd / 2));
+  ensure(ws.sin, N * (hd / 2));
+  ws.views.resize(c.n_kv_heads);
+  float *x = ws.x.data(), *xn = ws.xn.data(), *q = ws.q.data(), *k = ws.k.data(),
+        *v = ws.v.data(), *att = ws.att.data(), *proj = ws.proj.data(), *hb = ws.hb.data(),
+        *hb2 = ws.hb2.data();
+
+  for (int i = 0; i < n; ++i) {
+    const float* e = weights_.token_embedding.data() + static_cast<std::size_t>(tokens[i]) * dim;
+    std::copy(e, e + dim, x + static_cast<std::size_t>(i) * dim);
+  }
+  rope_angles(first_pos, n, hd, c.rope_theta, ws.cos.data(), ws.sin.data());
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& w = weights_.layers[l];
+    rmsnorm(x, w.attn_norm.data(), xn, n, dim, c.norm_eps);
+    matmul_wt(xn, w.wq.data(), q, n, dim, qd);
+    matmul_wt(xn, w.wk.data(), k, n, dim, kvd);
+    matmul_wt(xn, w.wv.data(), v, n, dim, kvd);
+    apply_rope(q, n, c.n_heads, hd, ws.cos.data(), ws.sin.data(), c.rope_style);
+    apply_rope(k, n, c.n_kv_heads, hd, ws.cos.data(), ws.sin.data(), c.rope_style);
+    if (options.observer) options.observer->on_queries(l, q, n, first_pos);
+
+    for (int g = 0; g < c.n_kv_heads; ++g) {
+      HeadCache& h = cache.head(l, g);
+      const std::size_t len = h.length();
+      h.keys.reserve((len + N) * hd);
+      h.values.reserve((len + N) * hd);
+      h.beta.reserve(len + N);
+      h.positions.reserve(len + N);
+      for (int i = 0; i < n; ++i) {
+        const std::size_t off = static_cast<std::size_t>(i) * kvd + static_cast<std::size_t>(g) * hd;
+        h.append(k + off, v + off, hd, 0.0f, first_pos + i);
+      }
+      ws.views[g] = AttentionHeadView{h.keys.data(), h.values.data(), h.beta.data(),
+                                      static_cast<int>(h.length())};
+    }
+    causal_attention(q, n, c.n_heads, c.n_kv_heads, hd, ws.views.data(), att);
+
+    matmul_wt(att, w.wo.data(), proj, n, qd, dim);
+    for (std::size_t i = 0; i < N * dim; ++i) x[i] += proj[i];
+
+    rmsnorm(x, w.ffn_norm.data(), xn, n, dim, c.norm_eps);
+    matmul_wt(xn, w.w_gate.data(), hb, n, dim, hid);
+    matmul_wt(xn, w.w_up.data(), hb2, n, dim, hid);
+    swiglu(hb, hb2, static_cast<long>(N) * hid);
+    matmul_wt(hb, w.w_down.data(), proj, n, hid, dim);
+    for (std::size_t i = 0; i < N * dim; ++i) x[i] += proj[i];
+  }
+  cache.next_position = first_pos + n;
+
+  std::vector<float> logits;
+  if (options.logits == LogitsMode::None) return logits;
+  const int first_row = options.logits == LogitsMode::Last ? n - 1 : 0;
+  const int rows = n - first_row;
+  float* xr = x + static_cast<std::size_t>(first_row) * dim;
+  rmsnorm(xr, weights_.final_norm.data(), xn, rows, dim, c.norm_eps);
+  logits.resize(static_cast<std::size_t>(rows) * c.vocab_size);
+  matmul_wt(xn, weights_.classifier_data(), logits.data(), rows, dim, c.vocab_size);
+  return logits;
+}
+
+}  // namespace kvcompact

@@ -1,0 +1,24 @@
+// Rotary position embedding (RoFormer, Su et al. 2021) in the two pairings Llama checkpoints use.
+#pragma once
+
+#include "model/config.h"
+
+namespace kvcompact {
+
+/// Rotation angles for positions first_position .. first_position+n-1.
+/// cos_out, sin_out: [n, head_dim/2]; entry (i, j) is cos/sin of (first_position+i) * freq_j with
+/// freq_j = 1 / theta^(2j/head_dim), computed in float exactly as llama2.c run.c (powf, then
+/// pos * freq, cosf/sinf). head_dim must be even.
+void rope_angles(int first_position, int n, int head_dim, float theta, float* cos_out,
+                 float* sin_out);
+
+/// Rotates every head of x in place. x: [n, n_heads * head_dim], row i at the angles of row i of
+/// cos/sin ([n, head_dim/2], from rope_angles). Pair j of a head is
+///   Interleaved: (2j, 2j+1)          (Meta Llama, llama2.c, GGUF `llama`),
+///   HalfSplit:   (j, j + head_dim/2) (Hugging Face rotate_half);
+/// each pair (a, b) becomes (a cos - b sin, a sin + b cos). OpenMP over rows for large inputs.
+/// Reference twin: rope_ref.
+void apply_rope(float* x, int n, int n_heads, int head_dim, const float* cos, const float* sin,
+                RopeStyle style);
+
+}  // namespace kvcompact

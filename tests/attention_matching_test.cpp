@@ -1,0 +1,173 @@
+#include "compaction/attention_matching.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "compaction/baselines.h"
+#include "compaction/head_attention.h"
+#include "compaction/head_compaction.h"
+#include "io/error.h"
+
+namespace kvcompact {
+namespace {
+
+std::vector<float> random_matrix(int rows, int cols, std::uint64_t seed, float scale) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> g(0.0f, scale);
+  std::vector<float> m(static_cast<std::size_t>(rows) * cols);
+  for (float& x : m) x = g(rng);
+  return m;
+}
+
+struct Head {
+  int n, T, d;
+  std::vector<float> Q, K, V;
+  HeadCompactionInput in() const { return {K.data(), V.data(), Q.data(), T, n, d}; }
+};
+
+Head random_head(int n, int T, int d, std::uint64_t seed, float key_scale = 2.0f) {
+  return {n, T, d, random_matrix(n, d, seed, 1.0f), random_matrix(T, d, seed + 1, key_scale),
+          random_matrix(T, d, seed + 2, 1.0f)};
+}
+
+// ||a - b||_F / ||b||_F
+double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+TEST(KeptEntries, EdgeCases) {
+  EXPECT_EQ(kept_entries(0.0, 100), 0);
+  EXPECT_EQ(kept_entries(1e-6, 100), 1);  // tiny ratio keeps at least one
+  EXPECT_EQ(kept_entries(1.0, 100), 100);
+  EXPECT_EQ(kept_entries(0.25, 100), 25);
+  EXPECT_EQ(kept_entries(0.3, 10), 3);    // 0.3 * 10 = 2.9999999999999996 in binary
+  EXPECT_EQ(kept_entries(0.259, 10), 2);  // floor
+  EXPECT_EQ(kept_entries(0.5, 0), 0);
+  EXPECT_THROW(kept_entries(1.5, 10), Error);
+  EXPECT_THROW(kept_entries(-0.1, 10), Error);
+  EXPECT_THROW(kept_entries(std::nan(""), 10), Error);
+  EXPECT_THROW(kept_entries(0.5, -1), Error);
+}
+
+TEST(AttentionMatching, FullSizeReproducesTheHead) {
+  const Head h = random_head(128, 32, 16, 100);
+  const CompactedHead c = compact_attention_matching(h.in(), h.T);
+  ASSERT_EQ(c.size(), h.T);
+  for (int j = 0; j < h.T; ++j) {
+    EXPECT_EQ(c.selected[j], j);
+    EXPECT_GE(c.beta[j], -3.0f);
+    EXPECT_LE(c.beta[j], 3.0f);
+    EXPECT_NEAR(c.beta[j], 0.0f, 1e-5);
+  }
+  EXPECT_LT(rel_error(c.values, h.V), 1e-4);
+  const std::vector<float> y = compacted_attention_output(c, h.Q.data(), h.n, h.d);
+  EXPECT_LT(rel_error(y, original_attention_output(h.in())), 1e-4);
+}
+
+TEST(AttentionMatching, FitBeatsNoFitAtQuarterSize) {
+  for (std::uint64_t seed : {200u, 300u, 400u}) {
+    const Head h = random_head(256, 64, 16, seed);
+    const int t = h.T / 4;
+    const std::vector<float> y = original_attention_output(h.in());
+    const CompactedHead am = compact_attention_matching(h.in(), t);
+    const CompactedHead nofit = compact_attn_nofit(h.in(), t);
+    EXPECT_EQ(am.selected, nofit.selected);
+    const double e_am = rel_error(compacted_attention_output(am, h.Q.data(), h.n, h.d), y);
+    const double e_nofit = rel_error(compacted_attention_output(nofit, h.Q.data(), h.n, h.d), y);
+    EXPECT_LT(e_am, e_nofit) << "seed " << seed;
+    for (float b : am.beta) {
+      EXPECT_GE(b, -3.0f);
+      EXPECT_LE(b, 3.0f);
+    }
+  }
+}
+
+TEST(AttentionMatching, BetaIsLogOfACopyCount) {
+  // An entry with beta = log 3 attends exactly like three copies of it with beta = 0.
+  const Head h = random_head(20, 5, 8, 500);
+  CompactedHead weighted = head_from_selection(h.in(), {0, 2, 4});
+  weighted.beta[1] = static_cast<float>(std::log(3.0));
+  CompactedHead copies = head_from_selection(h.in(), {0, 2, 4});
+  for (int rep = 0; rep < 2; ++rep) {
+    copies.selected.push_back(2);
+    copies.beta.push_back(0.0f);
+    copies.keys.insert(copies.keys.end(), h.K.begin() + 2 * h.d, h.K.begin() + 3 * h.d);
+    copies.values.insert(copies.values.end(), h.V.begin() + 2 * h.d, h.V.begin() + 3 * h.d);
+  }
+  const std::vector<float> a = compacted_attention_output(weighted, h.Q.data(), h.n, h.d);
+  const std::vector<float> b = compacted_attention_output(copies, h.Q.data(), h.n, h.d);
+  const std::vector<float> plain = compacted_attention_output(
+      head_from_selection(h.in(), {0, 2, 4}), h.Q.data(), h.n, h.d);
+  EXPECT_LT(rel_error(a, b), 1e-6);
+  EXPECT_GT(rel_error(a, plain), 1e-3);  // the bias does change the output
+}
+
+TEST(AttentionMatching, EveryMethodKeepsExactlyTDistinctSortedEntries) {
+  const Head h = random_head(48, 24, 8, 600);
+  const AttentionMatcher matcher(h.in());
+  ASSERT_EQ(matcher.ranking().size(), 24u);
+  std::vector<int> previous;
+  for (int t = 0; t <= h.T; ++t) {
+    const std::vector<CompactedHead> heads = {matcher.compact(t), compact_attention_matching(h.in(), t),
+                                              compact_random(h.in(), t, 42), compact_recent(h.in(), t),
+                                              compact_attn_nofit(h.in(), t)};
+    for (const CompactedHead& c : heads) {
+      ASSERT_EQ(c.size(), t);
+      ASSERT_EQ(c.keys.size(), static_cast<std::size_t>(t * h.d));
+      ASSERT_EQ(c.values.size(), static_cast<std::size_t>(t * h.d));
+      ASSERT_EQ(c.beta.size(), static_cast<std::size_t>(t));
+      for (int j = 0; j < t; ++j) {
+        EXPECT_GE(c.selected[j], 0);
+        EXPECT_LT(c.selected[j], h.T);
+        if (j > 0) {
+          EXPECT_LT(c.selected[j - 1], c.selected[j]);
+        }
+        for (int k = 0; k < h.d; ++k) EXPECT_EQ(c.keys[j * h.d + k], h.K[c.selected[j] * h.d + k]);
+        EXPECT_GE(c.beta[j], -3.0f);
+        EXPECT_LE(c.beta[j], 3.0f);
+      }
+    }
+    EXPECT_EQ(heads[0].selected, heads[1].selected);
+    // Nested selections: the keys kept at t are kept at t + 1.
+    EXPECT_TRUE(std::includes(heads[0].selected.begin(), heads[0].selected.end(), previous.begin(),
+                              previous.end()));
+    previous = heads[0].selected;
+  }
+}
+
+TEST(AttentionMatching, BadInputThrows) {
+  const Head h = random_head(8, 6, 4, 700);
+  EXPECT_THROW(compact_attention_matching(h.in(), 7), Error);
+  EXPECT_THROW(compact_attention_matching(h.in(), -1), Error);
+  HeadCompactionInput empty{nullptr, nullptr, h.Q.data(), 0, h.n, h.d};
+  EXPECT_THROW(compact_attention_matching(empty, 1), Error);
+  EXPECT_EQ(compact_attention_matching(empty, 0).size(), 0);
+  HeadCompactionInput no_queries = h.in();
+  no_queries.n_queries = 0;
+  EXPECT_THROW(compact_attention_matching(no_queries, 2), Error);
+  HeadCompactionInput bad_dim = h.in();
+  bad_dim.head_dim = 0;
+  EXPECT_THROW(compact_attention_matching(bad_dim, 2), Error);
+  Head nan_head = h;
+  nan_head.K[5] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THROW(compact_attention_matching(nan_head.in(), 2), Error);
+  nan_head = h;
+  nan_head.Q[3] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THROW(compact_attention_matching(nan_head.in(), 2), Error);
+  const AttentionMatcher m(h.in());
+  EXPECT_THROW(m.fit({2, 1}), Error);  // not sorted
+  EXPECT_THROW(m.fit({0, 6}), Error);  // out of range
+}
+
+}  // namespace
+}  // namespace kvcompact

@@ -1,0 +1,294 @@
+// GgufFile: the real stories260K.gguf (numbers from SOURCES.md and the spec's layout), synthetic
+// files exercising every value type, F16 conversion and alignment, and corrupt files.
+#include "io/gguf.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "io/error.h"
+
+namespace kvcompact {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kGguf = std::string(KVC_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string write_file(const std::string& name, const std::string& bytes) {
+  fs::path d = fs::path(KVC_TEST_TMP) / "gguf";
+  fs::create_directories(d);
+  std::string p = (d / name).string();
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return p;
+}
+
+template <typename Fn>
+void expect_error(Fn fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no Error thrown";
+  } catch (const Error& e) {
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
+}
+
+/// Minimal GGUF writer for tests (gguf.md layout).
+struct Writer {
+  std::string kv, infos, data;
+  std::uint64_t n_kv = 0, n_tensors = 0;
+  std::uint64_t alignment = 32;
+
+  template <typename T>
+  static void put(std::string& s, T v) { s.append(reinterpret_cast<const char*>(&v), sizeof v); }
+  static void put_str(std::string& s, const std::string& v) {
+    put<std::uint64_t>(s, v.size());
+    s += v;
+  }
+  template <typename T>
+  void scalar(const std::string& key, std::uint32_t type, T v) {
+    put_str(kv, key);
+    put<std::uint32_t>(kv, type);
+    put<T>(kv, v);
+    ++n_kv;
+  }
+  void string(const std::string& key, const std::string& v) {
+    put_str(kv, key);
+    put<std::uint32_t>(kv, 8);
+    put_str(kv, v);
+    ++n_kv;
+  }
+  void string_array(const std::string& key, const std::vector<std::string>& v) {
+    put_str(kv, key);
+    put<std::uint32_t>(kv, 9);
+    put<std::uint32_t>(kv, 8);
+    put<std::uint64_t>(kv, v.size());
+    for (const auto& s : v) put_str(kv, s);
+    ++n_kv;
+  }
+  void f32_array(const std::string& key, const std::vector<float>& v) {
+    put_str(kv, key);
+    put<std::uint32_t>(kv, 9);
+    put<std::uint32_t>(kv, 6);
+    put<std::uint64_t>(kv, v.size());
+    for (float f : v) put<float>(kv, f);
+    ++n_kv;
+  }
+  /// Appends a tensor whose raw bytes are `raw`; data placed at the next aligned offset.
+  void tensor(const std::string& name, const std::vector<std::uint64_t>& dims, std::uint32_t type,
+              const std::string& raw) {
+    while (data.size() % alignment != 0) data.push_back('\0');
+    put_str(infos, name);
+    put<std::uint32_t>(infos, static_cast<std::uint32_t>(dims.size()));
+    for (auto d : dims) put<std::uint64_t>(infos, d);
+    put<std::uint32_t>(infos, type);
+    put<std::uint64_t>(infos, data.size());
+    data += raw;
+    ++n_tensors;
+  }
+  std::string bytes(std::uint32_t version = 3) const {
+    std::string s = "GGUF";
+    put<std::uint32_t>(s, version);
+    put<std::uint64_t>(s, n_tensors);
+    put<std::uint64_t>(s, n_kv);
+    s += kv;
+    s += infos;
+    while (s.size() % alignment != 0) s.push_back('\0');
+    return s + data;
+  }
+};
+
+template <typename T>
+std::string raw_of(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+TEST(Gguf, Stories260KHeaderMetadataAndTensors) {
+  GgufFile f(kGguf);
+  EXPECT_EQ(f.version(), 3u);
+  EXPECT_EQ(f.keys().size(), 19u);      // SOURCES.md: 19 KV pairs
+  EXPECT_EQ(f.tensors().size(), 48u);   // 48 F32 tensors
+  EXPECT_EQ(f.alignment(), 32u);
+  EXPECT_EQ(f.data_offset() % 32, 0u);
+  EXPECT_EQ(f.get_string("general.architecture"), "llama");
+  EXPECT_EQ(f.get_int("llama.block_count"), 5);
+  EXPECT_EQ(f.get_int("llama.context_length"), 2048);
+  EXPECT_EQ(f.get_int("llama.embedding_length"), 64);
+  EXPECT_FLOAT_EQ(static_cast<float>(f.get_float("llama.attention.layer_norm_rms_epsilon")), 1e-5f);
+  EXPECT_EQ(f.get_float_or("llama.rope.freq_base", 10000.0), 10000.0);
+  EXPECT_EQ(f.get_string_array("tokenizer.ggml.tokens").size(), 512u);
+  EXPECT_EQ(f.get_string_array("tokenizer.ggml.tokens")[259], "\xE2\x96\x81t");
+  EXPECT_EQ(f.get_float_array("tokenizer.ggml.scores")[260], -1.0f);
+  EXPECT_EQ(f.get_int_array("tokenizer.ggml.token_type")[1], 3);  // control
+  // u32 0xFFFFFFFF (unset separator id) is read as a plain integer.
+  EXPECT_EQ(f.get_int("tokenizer.ggml.seperator_token_id"), 4294967295LL);
+
+  const GgufTensorInfo& emb = f.tensor("token_embd.weight");
+  EXPECT_EQ(emb.dims, (std::vector<std::uint64_t>{64, 512}));
+  EXPECT_EQ(emb.type, 0u);
+  EXPECT_EQ(emb.offset, 0u);
+  EXPECT_EQ(emb.n_bytes, 64u * 512 * 4);
+  const GgufTensorInfo& ffn = f.tensor("blk.4.ffn_down.weight");
+  EXPECT_EQ(ffn.dims, (std::vector<std::uint64_t>{172, 64}));
+  // The last tensor's data ends exactly at the end of the file.
+  std::uint64_t end = 0;
+  for (const auto& t : f.tensors()) end = std::max(end, t.offset + t.n_bytes);
+  EXPECT_EQ(f.data_offset() + end, 1185376u);
+  // Tensor bytes are the file bytes at data_offset + offset.
+  const std::string raw = read_bytes(kGguf);
+  const std::vector<float> w = f.tensor_f32("output_norm.weight");
+  ASSERT_EQ(w.size(), 64u);
+  float first;
+  std::memcpy(&first, raw.data() + f.data_offset() + f.tensor("output_norm.weight").offset, 4);
+  EXPECT_EQ(w[0], first);
+  EXPECT_EQ(f.find_tensor("nope"), nullptr);
+}
+
+TEST(Gguf, TypedGettersNameKeyAndFile) {
+  GgufFile f(kGguf);
+  expect_error([&] { f.get_string("llama.block_count"); }, {"stories260K.gguf", "llama.block_count", "u32"});
+  expect_error([&] { f.get_int("general.architecture"); }, {"stories260K.gguf", "general.architecture"});
+  expect_error([&] { f.get_float("llama.block_count"); }, {"llama.block_count"});
+  expect_error([&] { f.get_int("no.such.key"); }, {"stories260K.gguf", "no.such.key"});
+  expect_error([&] { f.get_string_array("tokenizer.ggml.scores"); }, {"tokenizer.ggml.scores"});
+  expect_error([&] { f.get_bool("tokenizer.ggml.model"); }, {"tokenizer.ggml.model"});
+  expect_error([&] { f.tensor("blk.9.attn_q.weight"); }, {"stories260K.gguf", "blk.9.attn_q.weight"});
+  EXPECT_EQ(f.get_int_or("absent.key", 7), 7);
+}
+
+TEST(Gguf, SyntheticAllValueTypesF16AndAlignment) {
+  Writer w;
+  w.alignment = 64;
+  w.scalar<std::uint32_t>("general.alignment", 4, 64);
+  w.scalar<std::uint8_t>("a.u8", 0, 200);
+  w.scalar<std::int8_t>("a.i8", 1, -100);
+  w.scalar<std::uint16_t>("a.u16", 2, 60000);
+  w.scalar<std::int16_t>("a.i16", 3, -30000);
+  w.scalar<std::int32_t>("a.i32", 5, -2000000000);
+  w.scalar<float>("a.f32", 6, 0.25f);
+  w.scalar<std::uint8_t>("a.bool", 7, 1);
+  w.string("a.str", "hello");
+  w.scalar<std::uint64_t>("a.u64", 10, 1ULL << 40);
+  w.scalar<std::int64_t>("a.i64", 11, -(1LL << 40));
+  w.scalar<double>("a.f64", 12, 1.5);
+  w.string_array("a.strs", {"x", "", "yz"});
+  // F16: 1.0, -2.0, 0.5, smallest subnormal 2^-24, 65504 (max), -0.0
+  const std::vector<std::uint16_t> h = {0x3C00, 0xC000, 0x3800, 0x0001, 0x7BFF, 0x8000};
+  w.tensor("half", {3, 2}, 1, raw_of(h));
+  const std::vector<float> f32 = {1.5f, -2.25f};
+  w.tensor("full", {2}, 0, raw_of(f32));
+  w.tensor("blk.0.attn_q.weight", {256, 1}, 12, std::string(144, '\0'));  // Q4_K block
+  const std::string path = write_file("synthetic.gguf", w.bytes());
+
+  GgufFile f(path);
+  EXPECT_EQ(f.alignment(), 64u);
+  EXPECT_EQ(f.data_offset() % 64, 0u);
+  EXPECT_EQ(f.get_int("a.u8"), 200);
+  EXPECT_EQ(f.get_int("a.i8"), -100);
+  EXPECT_EQ(f.get_int("a.u16"), 60000);
+  EXPECT_EQ(f.get_int("a.i16"), -30000);
+  EXPECT_EQ(f.get_int("a.i32"), -2000000000);
+  EXPECT_EQ(f.get_float("a.f32"), 0.25);
+  EXPECT_TRUE(f.get_bool("a.bool"));
+  EXPECT_EQ(f.get_string("a.str"), "hello");
+  EXPECT_EQ(f.get_int("a.u64"), 1LL << 40);
+  EXPECT_EQ(f.get_int("a.i64"), -(1LL << 40));
+  EXPECT_EQ(f.get_float("a.f64"), 1.5);
+  EXPECT_EQ(f.get_string_array("a.strs"), (std::vector<std::string>{"x", "", "yz"}));
+  EXPECT_EQ(f.tensor("full").offset, 64u);  // second tensor aligned to 64
+
+  const std::vector<float> half = f.tensor_f32("half");
+  ASSERT_EQ(half.size(), 6u);
+  EXPECT_EQ(half[0], 1.0f);
+  EXPECT_EQ(half[1], -2.0f);
+  EXPECT_EQ(half[2], 0.5f);
+  EXPECT_EQ(half[3], std::ldexp(1.0f, -24));
+  EXPECT_EQ(half[4], 65504.0f);
+  EXPECT_EQ(half[5], 0.0f);
+  EXPECT_TRUE(std::signbit(half[5]));
+  EXPECT_EQ(f.tensor_f32("full"), f32);
+  expect_error([&] { f.tensor_f32("blk.0.attn_q.weight"); },
+               {"synthetic.gguf", "tensor blk.0.attn_q.weight has unsupported type Q4_K"});
+  EXPECT_TRUE(std::isinf(fp16_to_fp32(0x7C00)));
+  EXPECT_TRUE(std::isnan(fp16_to_fp32(0x7E00)));
+  EXPECT_EQ(fp16_to_fp32(0x0400), std::ldexp(1.0f, -14));  // smallest normal
+  EXPECT_EQ(fp16_to_fp32(0x03FF), std::ldexp(1023.0f, -24));  // largest subnormal
+}
+
+TEST(Gguf, RejectsCorruptFiles) {
+  expect_error([] { GgufFile f(std::string(KVC_TEST_TMP) + "/gguf/missing.gguf"); }, {"missing.gguf"});
+  const std::string raw = read_bytes(kGguf);
+  ASSERT_EQ(raw.size(), 1185376u);
+  auto patched = [&](std::size_t off, const void* v, std::size_t n, const std::string& name) {
+    std::string b = raw;
+    std::memcpy(b.data() + off, v, n);
+    return write_file(name, b);
+  };
+  expect_error([&] { GgufFile f(patched(0, "GGML", 4, "magic.gguf")); }, {"magic.gguf", "magic"});
+  const std::uint32_t v1 = 1;
+  expect_error([&] { GgufFile f(patched(4, &v1, 4, "v1.gguf")); }, {"v1.gguf", "version 1"});
+  const std::uint64_t absurd = 1ULL << 60;
+  expect_error([&] { GgufFile f(patched(8, &absurd, 8, "tcount.gguf")); }, {"tcount.gguf", "tensor_count"});
+  expect_error([&] { GgufFile f(patched(16, &absurd, 8, "kvcount.gguf")); }, {"kvcount.gguf", "kv_count"});
+  // First KV: key length at 24, key "tokenizer.ggml.tokens" (21 bytes), type at 53, array elem
+  // type at 57, array count at 61.
+  ASSERT_EQ(raw.substr(32, 21), "tokenizer.ggml.tokens");
+  expect_error([&] { GgufFile f(patched(61, &absurd, 8, "acount.gguf")); }, {"acount.gguf", "array count"});
+  expect_error([&] { GgufFile f(patched(24, &absurd, 8, "keylen.gguf")); }, {"keylen.gguf", "key length"});
+  const std::uint32_t badtype = 99;
+  expect_error([&] { GgufFile f(patched(53, &badtype, 4, "vtype.gguf")); }, {"vtype.gguf", "type 99"});
+  // Truncations: inside the header, inside the metadata, inside the tensor data.
+  for (std::size_t cut : {std::size_t{10}, std::size_t{3000}, std::size_t{14100}, raw.size() - 1}) {
+    const std::string name = "cut" + std::to_string(cut) + ".gguf";
+    const std::string p = write_file(name, raw.substr(0, cut));
+    expect_error([&] { GgufFile f(p); }, {name});
+  }
+  expect_error([&] { GgufFile f(write_file("empty.gguf", "")); }, {"empty.gguf"});
+
+  // Synthetic: tensor offset outside the data, misaligned offset, too many dims, duplicate key.
+  {
+    Writer w;
+    w.tensor("t", {4}, 0, std::string(16, '\0'));
+    std::string b = w.bytes();
+    const std::uint64_t off = 1 << 20;
+    const std::size_t off_pos = 24 + 8 + 1 + 4 + 8 + 4;  // name len, "t", n_dims, dim, type
+    std::memcpy(b.data() + off_pos, &off, 8);
+    expect_error([&] { GgufFile f(write_file("off.gguf", b)); }, {"off.gguf", "tensor t"});
+    const std::uint64_t mis = 4;
+    std::memcpy(b.data() + off_pos, &mis, 8);
+    expect_error([&] { GgufFile f(write_file("misaligned.gguf", b)); }, {"misaligned.gguf", "alignment"});
+  }
+  {
+    Writer w;
+    w.tensor("t", {1, 1, 1, 1, 1}, 0, std::string(4, '\0'));
+    expect_error([&] { GgufFile f(write_file("dims.gguf", w.bytes())); }, {"dims.gguf", "dimensions"});
+  }
+  {
+    Writer w;
+    w.string("k", "a");
+    w.string("k", "b");
+    expect_error([&] { GgufFile f(write_file("dup.gguf", w.bytes())); }, {"dup.gguf", "duplicate"});
+  }
+  {
+    Writer w;  // a dimension product that overflows 64 bits
+    w.tensor("t", {1ULL << 40, 1ULL << 40}, 0, "");
+    expect_error([&] { GgufFile f(write_file("overflow.gguf", w.bytes())); }, {"overflow.gguf"});
+  }
+}
+
+}  // namespace
+}  // namespace kvcompact

@@ -1,0 +1,58 @@
+#include "cli_common.h"
+
+#include <cblas.h>
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "io/error.h"
+
+namespace kvcompact::cli {
+
+void add_common_options(CLI::App* cmd, CommonOptions& common) {
+  cmd->add_option("--threads", common.threads, "worker threads (OpenMP and OpenBLAS); 0 = all cores")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", common.json, "print one JSON object on stdout");
+}
+
+void apply_threads(int threads) {
+  if (threads <= 0) return;
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+}
+
+void print_json(const nlohmann::json& j) { std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl; }
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(start, end - start);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (!item.empty()) out.push_back(item);
+    start = end + 1;
+  }
+  return out;
+}
+
+std::vector<double> parse_number_list(const std::string& option, const std::string& text) {
+  std::vector<double> out;
+  for (const auto& item : split_list(text)) {
+    char* end = nullptr;
+    double v = std::strtod(item.c_str(), &end);
+    if (end == item.c_str() || *end != '\0' || !std::isfinite(v))
+      throw Error(fmt::format("{}: '{}' is not a number", option, item));
+    out.push_back(v);
+  }
+  if (out.empty()) throw Error(fmt::format("{}: empty list", option));
+  return out;
+}
+
+}  // namespace kvcompact::cli

@@ -1,0 +1,100 @@
+// `kvcompact logits` and `kvcompact generate`.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "cli_model.h"
+#include "io/error.h"
+#include "model/generate.h"
+#include "model/model.h"
+#include "model/sampler.h"
+#include "model/transformer.h"
+
+namespace kvcompact::cli {
+
+Runner register_logits(CLI::App& app, CommonOptions& common) {
+  struct Opts {
+    ModelOptions m;
+    std::string prompt;
+    int top = 10;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("logits", "next-token distribution after a prompt (top K)");
+  add_model_options(cmd, o->m);
+  cmd->add_option("--prompt", o->prompt, "prompt text (encoded with BOS)");
+  cmd->add_option("--top", o->top, "how many of the most likely tokens to show")->check(CLI::PositiveNumber);
+  add_common_options(cmd, common);
+  return [o, &common] {
+    Model model = load_model(o->m.model, o->m.tokenizer);
+    Transformer transformer(model.config, model.weights);
+    const std::vector<int> ids = model.tokenizer->encode(o->prompt, /*add_bos=*/true);
+    KVCache cache = transformer.make_cache();
+    const std::vector<float> logits = transformer.forward(ids, cache);
+    const int V = static_cast<int>(logits.size());
+    const float mx = *std::max_element(logits.begin(), logits.end());
+    double z = 0;
+    for (float l : logits) z += std::exp(static_cast<double>(l) - mx);
+    const double log_z = mx + std::log(z);
+    std::vector<int> order(V);
+    std::iota(order.begin(), order.end(), 0);
+    const int k = std::min(o->top, V);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+    nlohmann::json top = nlohmann::json::array();
+    if (!common.json) fmt::print("{} prompt tokens; top {} next tokens:\n{:>6}  {:>10}  {:>10}  piece\n", ids.size(), k, "id", "logit", "logprob");
+    for (int i = 0; i < k; ++i) {
+      const int id = order[i];
+      const double lp = logits[id] - log_z;
+      if (common.json)
+        top.push_back({{"id", id}, {"piece", model.tokenizer->piece(id)}, {"logit", logits[id]}, {"logprob", lp}});
+      else
+        fmt::print("{:>6}  {:>10.4f}  {:>10.4f}  {:?}\n", id, logits[id], lp, model.tokenizer->piece(id));
+    }
+    if (common.json) print_json({{"prompt_tokens", ids.size()}, {"top", top}});
+    return 0;
+  };
+}
+
+Runner register_generate(CLI::App& app, CommonOptions& common) {
+  struct Opts {
+    ModelOptions m;
+    std::string prompt;
+    int steps = 256;
+    float temperature = 1.0f, top_p = 0.9f;
+    unsigned long long seed = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("generate", "generate text (temperature 0 = greedy)");
+  add_model_options(cmd, o->m);
+  cmd->add_option("--prompt", o->prompt, "prompt text (encoded with BOS)");
+  cmd->add_option("--steps", o->steps, "positions to run, prompt included (llama2.c -n)")->check(CLI::PositiveNumber);
+  cmd->add_option("--temperature", o->temperature, "softmax temperature; 0 = greedy")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", o->top_p, "nucleus sampling mass in (0, 1); >= 1 samples the full distribution");
+  cmd->add_option("--seed", o->seed, "random seed (0 = time-based)");
+  add_common_options(cmd, common);
+  return [o, &common] {
+    Model model = load_model(o->m.model, o->m.tokenizer);
+    Transformer transformer(model.config, model.weights);
+    uint64_t seed = o->seed ? o->seed : static_cast<uint64_t>(std::time(nullptr));
+    Sampler sampler(model.config.vocab_size, o->temperature, o->top_p, seed);
+    std::function<void(std::string_view)> stream;
+    if (!common.json)
+      stream = [](std::string_view piece) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+      };
+    GenerationResult r = generate(transformer, *model.tokenizer, o->prompt, o->steps, sampler, stream);
+    if (common.json) {
+      print_json({{"text", r.text}, {"prompt_tokens", r.prompt_tokens}, {"generated", r.generated},
+                  {"positions", r.positions}, {"stopped", r.stopped}, {"seed", seed}});
+    } else {
+      std::fputc('\n', stdout);
+    }
+    return 0;
+  };
+}
+
+}  // namespace kvcompact::cli

@@ -1,0 +1,75 @@
+// `kvcompact info` and `kvcompact tokenize`.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli_model.h"
+#include "model/model.h"
+
+namespace kvcompact::cli {
+Runner register_info(CLI::App& app, CommonOptions& common) {
+  auto* cmd = app.add_subcommand("info", "architecture, parameter count, tokenizer size");
+  auto m = std::make_shared<ModelOptions>();
+  add_model_options(cmd, *m);
+  add_common_options(cmd, common);
+  return [m, &common] {
+    Model model = load_model(m->model, m->tokenizer);
+    const ModelConfig& c = model.config;
+    const long long params = parameter_count(c);
+    if (common.json) {
+      print_json({{"model", model.path},
+                  {"architecture", c.architecture},
+                  {"dim", c.dim},
+                  {"hidden_dim", c.hidden_dim},
+                  {"n_layers", c.n_layers},
+                  {"n_heads", c.n_heads},
+                  {"n_kv_heads", c.n_kv_heads},
+                  {"head_dim", c.head_dim},
+                  {"vocab_size", c.vocab_size},
+                  {"max_seq_len", c.max_seq_len},
+                  {"rope_theta", c.rope_theta},
+                  {"norm_eps", c.norm_eps},
+                  {"tied_classifier", c.tied_classifier},
+                  {"parameters", params},
+                  {"tokenizer_vocab_size", model.tokenizer->vocab_size()},
+                  {"bos_id", model.tokenizer->bos_id()},
+                  {"eos_id", model.tokenizer->eos_id()}});
+      return 0;
+    }
+    fmt::print("model         {}\n", model.path);
+    fmt::print("architecture  {} ({} layers, dim {}, hidden {}, {} query heads, {} KV heads, head_dim {})\n",
+               c.architecture, c.n_layers, c.dim, c.hidden_dim, c.n_heads, c.n_kv_heads, c.head_dim);
+    fmt::print("parameters    {}\n", params);
+    fmt::print("vocabulary    {} tokens (bos {}, eos {}), classifier {}\n", model.tokenizer->vocab_size(),
+               model.tokenizer->bos_id(), model.tokenizer->eos_id(), c.tied_classifier ? "tied" : "separate");
+    fmt::print("rope          theta {}, norm eps {}, max_seq_len {}\n", c.rope_theta, c.norm_eps, c.max_seq_len);
+    fmt::print("kv cache      {} bytes per token (float32 keys + values, all layers)\n",
+               2LL * c.n_layers * c.kv_dim() * 4);
+    return 0;
+  };
+}
+
+Runner register_tokenize(CLI::App& app, CommonOptions& common) {
+  auto* cmd = app.add_subcommand("tokenize", "token ids and pieces of a text (BOS included)");
+  auto m = std::make_shared<ModelOptions>();
+  auto text = std::make_shared<std::string>();
+  add_model_options(cmd, *m);
+  cmd->add_option("--text", *text, "text to encode")->required();
+  add_common_options(cmd, common);
+  return [m, text, &common] {
+    Model model = load_model(m->model, m->tokenizer);
+    const Tokenizer& tok = *model.tokenizer;
+    std::vector<int> ids = tok.encode(*text, /*add_bos=*/true);
+    if (common.json) {
+      nlohmann::json pieces = nlohmann::json::array();
+      for (int id : ids) pieces.push_back(tok.piece(id));
+      print_json({{"ids", ids}, {"pieces", pieces}, {"count", ids.size()}});
+      return 0;
+    }
+    fmt::print("{} tokens\n", ids.size());
+    for (int id : ids) fmt::print("{:>6}  {:?}\n", id, tok.piece(id));
+    return 0;
+  };
+}
+
+}  // namespace kvcompact::cli

@@ -1,0 +1,72 @@
+// `kvcompact ppl`: teacher-forced perplexity of a text file.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "analysis/perplexity.h"
+#include "cli_model.h"
+#include "io/error.h"
+#include "io/text_documents.h"
+#include "model/model.h"
+#include "model/transformer.h"
+
+namespace kvcompact::cli {
+
+Runner register_ppl(CLI::App& app, CommonOptions& common) {
+  struct Opts {
+    ModelOptions m;
+    std::string data;
+    long long max_tokens = 0;
+    int docs = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("ppl", "mean NLL (nats/token) and perplexity of a text file");
+  add_model_options(cmd, o->m);
+  cmd->add_option("--data", o->data, "UTF-8 text; documents are separated by blank lines")->required();
+  cmd->add_option("--max-tokens", o->max_tokens,
+                  "encode the whole file once (with BOS) and score its first N predictions")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--docs", o->docs, "score only the first N documents")->check(CLI::PositiveNumber);
+  add_common_options(cmd, common);
+  return [o, &common] {
+    Model model = load_model(o->m.model, o->m.tokenizer);
+    Transformer transformer(model.config, model.weights);
+    NllResult total;
+    int n_docs = 0;
+    if (o->max_tokens > 0) {
+      const std::string text = read_text_file(o->data);
+      std::vector<int> ids = model.tokenizer->encode(text, /*add_bos=*/true);
+      if (static_cast<long long>(ids.size()) < o->max_tokens + 1)
+        throw Error(fmt::format("{}: has {} tokens; --max-tokens {} needs {}", o->data, ids.size(),
+                                o->max_tokens, o->max_tokens + 1));
+      ids.resize(static_cast<std::size_t>(o->max_tokens) + 1);
+      total = score_tokens(transformer, ids);
+      n_docs = 1;
+    } else {
+      const auto docs = read_documents(o->data, o->docs);
+      for (std::size_t d = 0; d < docs.size(); ++d) {
+        const std::vector<int> ids = model.tokenizer->encode(docs[d], /*add_bos=*/true);
+        if (ids.size() < 2)
+          throw Error(fmt::format("{}: document {} is shorter than 2 tokens", o->data, d + 1));
+        NllResult r = score_tokens(transformer, ids);
+        total.total_nll += r.total_nll;
+        total.tokens += r.tokens;
+        ++n_docs;
+        if (!common.json && docs.size() > 1 && (d + 1) % 50 == 0)
+          std::fprintf(stderr, "ppl: %zu/%zu documents\n", d + 1, docs.size());
+      }
+    }
+    const double nll = total.mean_nll();
+    if (!std::isfinite(nll)) throw Error(fmt::format("{}: NLL is not finite", o->data));
+    if (common.json) {
+      print_json({{"nll", nll}, {"ppl", std::exp(nll)}, {"tokens", total.tokens}, {"documents", n_docs}});
+    } else {
+      fmt::print("nll {:.6f} nats/token, perplexity {:.4f} over {} tokens ({} document{})\n", nll,
+                 std::exp(nll), total.tokens, n_docs, n_docs == 1 ? "" : "s");
+    }
+    return 0;
+  };
+}
+
+}  // namespace kvcompact::cli
