@@ -61,7 +61,7 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() ? m : INFINITY;
 }
 
-class Stories260K : public ::testing::Test {
+class LoaderStories260K : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     bin_ = new Model(load_model(kBin));
@@ -74,17 +74,17 @@ class Stories260K : public ::testing::Test {
   static Model* bin_;
   static Model* gguf_;
 };
-Model* Stories260K::bin_ = nullptr;
-Model* Stories260K::gguf_ = nullptr;
+Model* LoaderStories260K::bin_ = nullptr;
+Model* LoaderStories260K::gguf_ = nullptr;
 
-TEST_F(Stories260K, ParameterCountMatchesPublishedNumber) {
+TEST_F(LoaderStories260K, ParameterCountMatchesPublishedNumber) {
   EXPECT_EQ(parameter_count(bin_->config), 260032);  // SOURCES.md
   EXPECT_EQ(parameter_count(gguf_->config), 260032);
   EXPECT_EQ(bin_->path, kBin);
   EXPECT_EQ(gguf_->path, kGguf);
 }
 
-TEST_F(Stories260K, BinAndGgufConfigsAgree) {
+TEST_F(LoaderStories260K, BinAndGgufConfigsAgree) {
   const ModelConfig& a = bin_->config;
   const ModelConfig& b = gguf_->config;
   EXPECT_EQ(a.architecture, b.architecture);
@@ -104,7 +104,7 @@ TEST_F(Stories260K, BinAndGgufConfigsAgree) {
   EXPECT_EQ(b.max_seq_len, 2048);
 }
 
-TEST_F(Stories260K, BinAndGgufWeightsIdentical) {
+TEST_F(LoaderStories260K, BinAndGgufWeightsIdentical) {
   const ModelWeights& a = bin_->weights;
   const ModelWeights& b = gguf_->weights;
   EXPECT_EQ(max_abs_diff(a.token_embedding, b.token_embedding), 0.0f);
@@ -129,7 +129,7 @@ TEST_F(Stories260K, BinAndGgufWeightsIdentical) {
   EXPECT_GT(max_abs_diff(a.layers[0].wq, a.layers[1].wq), 0.0f);
 }
 
-TEST_F(Stories260K, BinAndGgufVocabulariesAndIdsIdentical) {
+TEST_F(LoaderStories260K, BinAndGgufVocabulariesAndIdsIdentical) {
   const Tokenizer& a = *bin_->tokenizer;
   const Tokenizer& b = *gguf_->tokenizer;
   ASSERT_EQ(a.vocab_size(), 512);

@@ -71,13 +71,12 @@ void attend_row_ref(const float* q, const float* keys, const float* values, cons
     mx = std::max(mx, logit[j]);
   }
   double sum = 0.0;
-  for (int j = 0; j < L; ++j) sum += std::exp(logit[j] - mx);
-  for (int d = 0; d < head_dim; ++d) {
-    double acc = 0.0;
-    for (int j = 0; j < L; ++j)
-      acc += std::exp(logit[j] - mx) / sum * values[static_cast<long>(j) * head_dim + d];
-    out[d] = static_cast<float>(acc);
-  }
+  for (int j = 0; j < L; ++j) sum += (logit[j] = std::exp(logit[j] - mx));
+  std::vector<double> acc(head_dim, 0.0);
+  for (int j = 0; j < L; ++j)
+    for (int d = 0; d < head_dim; ++d)
+      acc[d] += logit[j] / sum * values[static_cast<long>(j) * head_dim + d];
+  for (int d = 0; d < head_dim; ++d) out[d] = static_cast<float>(acc[d]);
 }
 
 void causal_attention_ref(const float* q, int n, int n_heads, int n_kv_heads, int head_dim,
