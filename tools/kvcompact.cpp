@@ -1,14 +1,32 @@
 // kvcompact: run Llama-family models on CPU and compact their KV cache by Attention Matching.
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 
 #include "cli_common.h"
 #include "io/error.h"
 
+namespace {
+
+/// OpenMP threads that spin while waiting (libgomp's default) starve each other on a busy 2-core
+/// machine: many small parallel regions then run 5-40x slower than on one thread. libgomp reads
+/// OMP_WAIT_POLICY before main(), so when the user has not chosen a policy we set PASSIVE and
+/// re-execute ourselves once. Set OMP_WAIT_POLICY=ACTIVE to keep spinning.
+void ensure_passive_wait_policy(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  ensure_passive_wait_policy(argv);
   using namespace kvcompact::cli;
   CLI::App app{"kvcompact: KV-cache compaction (Attention Matching) and head analysis for Llama-family models"};
   app.require_subcommand(1);
