@@ -169,5 +169,126 @@ TEST(AttentionMatching, BadInputThrows) {
   EXPECT_THROW(m.fit({0, 6}), Error);  // out of range
 }
 
+AttentionMatchingOptions variant(KeySelector sel, BetaFit beta, ValueFit c2, int recent) {
+  AttentionMatchingOptions o;
+  o.selector = sel;
+  o.beta = beta;
+  o.c2.kind = c2;
+  o.recent = recent;
+  return o;
+}
+
+TEST(AttentionMatchingVariants, FullSizeReproducesTheHeadForEveryFit) {
+  const Head h = random_head(128, 32, 16, 800);
+  const std::vector<float> y = original_attention_output(h.in());
+  for (KeySelector sel : {KeySelector::Attention, KeySelector::Omp})
+    for (BetaFit beta : {BetaFit::NnlsPg, BetaFit::NnlsExact, BetaFit::Zero})
+      for (ValueFit c2 : {ValueFit::Lsq, ValueFit::Ridge, ValueFit::Direct})
+        for (int recent : {0, 5}) {
+          AttentionMatchingOptions o = variant(sel, beta, c2, recent);
+          o.c2.lambda = 1e-9;
+          const CompactedHead c = compact_attention_matching(h.in(), h.T, o);
+          ASSERT_EQ(c.size(), h.T);
+          for (int j = 0; j < h.T; ++j) EXPECT_NEAR(c.beta[j], 0.0f, 1e-5);
+          EXPECT_LT(rel_error(compacted_attention_output(c, h.Q.data(), h.n, h.d), y), 1e-4)
+              << int(sel) << " " << int(beta) << " " << int(c2) << " " << recent;
+        }
+}
+
+TEST(AttentionMatchingVariants, RecentWindowIsVerbatim) {
+  const Head h = random_head(96, 40, 8, 810);
+  const int w = 6;
+  for (KeySelector sel : {KeySelector::Attention, KeySelector::Omp}) {
+    const AttentionMatchingOptions o = variant(sel, BetaFit::NnlsPg, ValueFit::Lsq, w);
+    const AttentionMatcher m(h.in(), o);
+    EXPECT_EQ(m.ranking().size(), static_cast<std::size_t>(h.T - w));
+    for (int t : {1, 4, 6, 7, 12, 20}) {
+      const CompactedHead c = m.compact(t);
+      ASSERT_EQ(c.size(), t);
+      const int kept_window = std::min(t, w);
+      for (int r = 0; r < kept_window; ++r) {
+        const int j = t - kept_window + r, idx = h.T - kept_window + r;
+        EXPECT_EQ(c.selected[j], idx);
+        EXPECT_EQ(c.beta[j], 0.0f);
+        for (int k = 0; k < h.d; ++k) {
+          EXPECT_EQ(c.values[j * h.d + k], h.V[idx * h.d + k]);
+          EXPECT_EQ(c.keys[j * h.d + k], h.K[idx * h.d + k]);
+        }
+      }
+      for (int j = 0; j < t - kept_window; ++j) EXPECT_LT(c.selected[j], h.T - w);
+    }
+    // The fit helps: AM with the window beats keeping the same entries with beta 0 and V.
+    const CompactedHead am = m.compact(16);
+    const CompactedHead nofit = head_from_selection(h.in(), am.selected);
+    const std::vector<float> y = original_attention_output(h.in());
+    EXPECT_LT(rel_error(compacted_attention_output(am, h.Q.data(), h.n, h.d), y),
+              rel_error(compacted_attention_output(nofit, h.Q.data(), h.n, h.d), y));
+  }
+}
+
+TEST(AttentionMatchingVariants, RecentWindowMassTargetIsThePrefixMass) {
+  // With every prefix key kept and exact NNLS, the fitted weights reproduce the prefix mass, so the
+  // compacted head's total mass equals the original Z_i (window entries contribute their own).
+  const Head h = random_head(64, 20, 8, 820);
+  AttentionMatchingOptions o = variant(KeySelector::Attention, BetaFit::NnlsExact, ValueFit::Lsq, 4);
+  const CompactedHead c = compact_attention_matching(h.in(), h.T, o);
+  const HeadAttentionStats st = compute_head_attention(h.in());
+  for (int i = 0; i < h.n; i += 7) {
+    double z = 0;
+    for (int j = 0; j < h.T; ++j) {
+      double s = 0;
+      for (int k = 0; k < h.d; ++k) s += double(h.Q[i * h.d + k]) * c.keys[j * h.d + k];
+      z += std::exp(s / std::sqrt(double(h.d)) + c.beta[j] - st.row_max[i]);
+    }
+    EXPECT_NEAR(z, st.mass[i], 1e-5 * st.mass[i]);
+  }
+}
+
+TEST(AttentionMatchingVariants, OptionsChangeWhatTheyShould) {
+  const Head h = random_head(200, 48, 8, 830);
+  const int t = 12;
+  const AttentionMatchingOptions base;
+  const CompactedHead plain = compact_attention_matching(h.in(), t, base);
+  // beta = zero: all zero; c2 = direct: original values; both: attn-nofit.
+  AttentionMatchingOptions o = base;
+  o.beta = BetaFit::Zero;
+  const CompactedHead zero = compact_attention_matching(h.in(), t, o);
+  for (float b : zero.beta) EXPECT_EQ(b, 0.0f);
+  o.c2.kind = ValueFit::Direct;
+  const CompactedHead nofit = compact_attention_matching(h.in(), t, o);
+  const CompactedHead ref = compact_attn_nofit(h.in(), t);
+  EXPECT_EQ(nofit.selected, ref.selected);
+  EXPECT_EQ(nofit.values, ref.values);
+  EXPECT_EQ(nofit.beta, ref.beta);
+  // nnls-exact keeps beta in [lo, hi] and fits the mass at least as well as 2 PG steps.
+  o = base;
+  o.beta = BetaFit::NnlsExact;
+  const CompactedHead exact = compact_attention_matching(h.in(), t, o);
+  EXPECT_EQ(exact.selected, plain.selected);
+  for (float b : exact.beta) {
+    EXPECT_GE(b, -3.0f);
+    EXPECT_LE(b, 3.0f);
+  }
+  // Pooling and score change the ranking source; OMP picks a different set here.
+  o = base;
+  o.selector = KeySelector::Omp;
+  const CompactedHead omp = compact_attention_matching(h.in(), t, o);
+  EXPECT_EQ(omp.size(), t);
+  // Ridge with a large fixed lambda shrinks C2 towards 0.
+  o = base;
+  o.c2.kind = ValueFit::Ridge;
+  o.c2.scale = RidgeScale::Fixed;
+  o.c2.lambda = 1e6;
+  const CompactedHead ridge = compact_attention_matching(h.in(), t, o);
+  double norm = 0;
+  for (float v : ridge.values) norm += double(v) * v;
+  EXPECT_LT(std::sqrt(norm), 1e-2);
+  o.recent = -1;
+  EXPECT_THROW(compact_attention_matching(h.in(), t, o), Error);
+  o = base;
+  o.pool = {PoolKind::Avg, 2};
+  EXPECT_THROW(compact_attention_matching(h.in(), t, o), Error);
+}
+
 }  // namespace
 }  // namespace kvcompact

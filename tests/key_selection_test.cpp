@@ -101,5 +101,23 @@ TEST(KeySelection, ScoreNames) {
   EXPECT_THROW(parse_selection_score("RMS2"), Error);
 }
 
+TEST(ScorePooling, HandWorkedAvgAndMax) {
+  const std::vector<double> s = {1, 2, 3, 4, 5};
+  // avg, kernel 3, zero padding counted: (0+1+2)/3, (1+2+3)/3, ..., (4+5+0)/3.
+  const std::vector<double> avg = pool_scores(s, {PoolKind::Avg, 3});
+  const std::vector<double> want_avg = {1, 2, 3, 4, 3};
+  for (int j = 0; j < 5; ++j) EXPECT_NEAR(avg[j], want_avg[j], 1e-15);
+  EXPECT_EQ(pool_scores(s, {PoolKind::Max, 3}), (std::vector<double>{2, 3, 4, 5, 5}));
+  EXPECT_EQ(pool_scores({3, 1, 2}, {PoolKind::Max, 5}), (std::vector<double>{3, 3, 3}));
+  EXPECT_EQ(pool_scores(s, {PoolKind::Max, 1}), s);
+  EXPECT_EQ(pool_scores(s, {PoolKind::None, 1}), s);
+  EXPECT_TRUE(pool_scores({}, {PoolKind::Avg, 3}).empty());
+  EXPECT_THROW(pool_scores(s, {PoolKind::Avg, 4}), Error);
+  EXPECT_THROW(pool_scores(s, {PoolKind::Max, 0}), Error);
+  EXPECT_THROW(pool_scores({1.0, std::nan("")}, {PoolKind::Max, 3}), Error);
+  EXPECT_EQ(pooling_name({PoolKind::Avg, 5}), "avg:5");
+  EXPECT_EQ(pooling_name({}), "none");
+}
+
 }  // namespace
 }  // namespace kvcompact

@@ -39,5 +39,24 @@ Runner register_logits(CLI::App& app, CommonOptions& common);
 Runner register_generate(CLI::App& app, CommonOptions& common);
 Runner register_ppl(CLI::App& app, CommonOptions& common);
 Runner register_compact_eval(CLI::App& app, CommonOptions& common);
+Runner register_compact(CLI::App& app, CommonOptions& common);     // tools/cmd_cache.cpp
+Runner register_qa_eval(CLI::App& app, CommonOptions& common);     // tools/cmd_qa.cpp
+Runner register_make_cloze(CLI::App& app, CommonOptions& common);  // tools/cmd_qa.cpp
+
+/// `generate --cache FILE`: continue from a saved .kvc cache (tools/cmd_cache.cpp).
+struct GenerateFromCacheArgs {
+  std::string model, tokenizer, cache, prompt;
+  int steps = 256;  ///< tokens to generate at most
+  float temperature = 1.0f, top_p = 0.9f;
+  unsigned long long seed = 0;
+};
+int run_generate_from_cache(const GenerateFromCacheArgs& args, const CommonOptions& common);
+
+/// `ppl --cache FILE`: score a text as the continuation of a saved .kvc cache (tools/cmd_cache.cpp).
+struct PplFromCacheArgs {
+  std::string model, tokenizer, cache, data;
+  long long max_tokens = 0;  ///< score only the first N tokens (0 = all)
+};
+int run_ppl_from_cache(const PplFromCacheArgs& args, const CommonOptions& common);
 
 }  // namespace kvcompact::cli

@@ -65,6 +65,7 @@ Runner register_generate(CLI::App& app, CommonOptions& common) {
     int steps = 256;
     float temperature = 1.0f, top_p = 0.9f;
     unsigned long long seed = 0;
+    std::string cache;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("generate", "generate text (temperature 0 = greedy)");
@@ -74,8 +75,15 @@ Runner register_generate(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--temperature", o->temperature, "softmax temperature; 0 = greedy")->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-p", o->top_p, "nucleus sampling mass in (0, 1); >= 1 samples the full distribution");
   cmd->add_option("--seed", o->seed, "random seed (0 = time-based)");
+  cmd->add_option("--cache", o->cache,
+                  "continue from a saved .kvc cache (kvcompact compact): the prompt is encoded without BOS "
+                  "and fed after the context; --steps then counts generated tokens");
   add_common_options(cmd, common);
   return [o, &common] {
+    if (!o->cache.empty())
+      return run_generate_from_cache({o->m.model, o->m.tokenizer, o->cache, o->prompt, o->steps,
+                                      o->temperature, o->top_p, o->seed},
+                                     common);
     Model model = load_model(o->m.model, o->m.tokenizer);
     Transformer transformer(model.config, model.weights);
     uint64_t seed = o->seed ? o->seed : static_cast<uint64_t>(std::time(nullptr));

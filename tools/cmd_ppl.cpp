@@ -19,6 +19,7 @@ Runner register_ppl(CLI::App& app, CommonOptions& common) {
     std::string data;
     long long max_tokens = 0;
     int docs = 0;
+    std::string cache;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("ppl", "mean NLL (nats/token) and perplexity of a text file");
@@ -28,8 +29,14 @@ Runner register_ppl(CLI::App& app, CommonOptions& common) {
                   "encode the whole file once (with BOS) and score its first N predictions")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--docs", o->docs, "score only the first N documents")->check(CLI::PositiveNumber);
+  cmd->add_option("--cache", o->cache,
+                  "score the whole --data text (encoded without BOS) as the continuation of a saved .kvc cache");
   add_common_options(cmd, common);
   return [o, &common] {
+    if (!o->cache.empty()) {
+      if (o->docs > 0) throw Error("--docs: does not apply with --cache (the whole --data text is one continuation)");
+      return run_ppl_from_cache({o->m.model, o->m.tokenizer, o->cache, o->data, o->max_tokens}, common);
+    }
     Model model = load_model(o->m.model, o->m.tokenizer);
     Transformer transformer(model.config, model.weights);
     NllResult total;

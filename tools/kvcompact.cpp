@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
   add(register_generate);
   add(register_ppl);
   add(register_compact_eval);
+  add(register_compact);
+  add(register_qa_eval);
+  add(register_make_cloze);
 
   try {
     app.parse(argc, argv);

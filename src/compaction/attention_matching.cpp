@@ -5,35 +5,103 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <numeric>
 
 #include <fmt/format.h>
 
 #include "compaction/baselines.h"
-#include "compaction/least_squares.h"
+#include "compaction/omp_selection.h"
 #include "io/error.h"
 
 namespace kvcompact {
 
-AttentionMatcher::AttentionMatcher(const HeadCompactionInput& in, const AttentionMatchingOptions& options)
+void validate_am_options(const AttentionMatchingOptions& o) {
+  if (o.recent < 0) throw Error(fmt::format("attention matching: recent = {} must be >= 0", o.recent));
+  if (o.pool.kind != PoolKind::None && (o.pool.kernel < 1 || o.pool.kernel % 2 == 0))
+    throw Error(fmt::format("attention matching: pool kernel {} must be odd and >= 1", o.pool.kernel));
+  if (o.nnls.iters < 0)
+    throw Error(fmt::format("attention matching: nnls iters = {} must be >= 0", o.nnls.iters));
+  if (!std::isfinite(o.nnls.lo) || !std::isfinite(o.nnls.hi) || o.nnls.lo > o.nnls.hi)
+    throw Error(fmt::format("attention matching: beta bounds lo = {}, hi = {} are not a finite "
+                            "interval",
+                            o.nnls.lo, o.nnls.hi));
+  if (!std::isfinite(o.c2.lambda) || o.c2.lambda < 0.0)
+    throw Error(fmt::format("attention matching: ridge lambda {} must be finite and >= 0", o.c2.lambda));
+}
+
+std::string key_selector_name(KeySelector selector) {
+  return selector == KeySelector::Omp ? "omp" : "attn";
+}
+
+std::string beta_fit_name(BetaFit beta) {
+  switch (beta) {
+    case BetaFit::NnlsPg: return "nnls-pg";
+    case BetaFit::NnlsExact: return "nnls-exact";
+    case BetaFit::Zero: return "zero";
+  }
+  return "nnls-pg";
+}
+
+AttentionMatcher::AttentionMatcher(const HeadCompactionInput& in, const AttentionMatchingOptions& options,
+                                   int max_t)
     : in_(in), options_(options) {
   validate_head_input(in_, "attention matching");
-  if (in_.T > 0 && in_.n_queries > 0) {
-    stats_ = compute_head_attention(in_);
-    ranking_ = rank_keys(key_scores(stats_, options_.score));
+  validate_am_options(options_);
+  const int T = in_.T, n = in_.n_queries, w = options_.recent;
+  prefix_ = std::max(0, T - w);
+  stats_.n_queries = n;
+  stats_.T = T;
+  stats_.head_dim = in_.head_dim;
+  if (T == 0 || n == 0) return;
+  stats_ = compute_head_attention(in_);
+  const std::size_t N = static_cast<std::size_t>(n);
+  if (prefix_ == T) {
+    mass_target_ = stats_.mass;
+    out_target_ = stats_.output;
+  } else if (prefix_ > 0) {
+    HeadCompactionInput pre = in_;
+    pre.T = prefix_;
+    const HeadAttentionStats ps = compute_head_attention(pre);
+    mass_target_.resize(N);
+    row_weight_.resize(N);
+    for (std::size_t i = 0; i < N; ++i) {
+      mass_target_[i] = ps.mass[i] * std::exp(ps.row_max[i] - stats_.row_max[i]);
+      row_weight_[i] = mass_target_[i] / stats_.mass[i];
+    }
+    out_target_ = ps.output;
+  }
+  if (prefix_ == 0) return;
+  const int want = max_t < 0 ? T : std::min(max_t, T);
+  if (options_.selector == KeySelector::Omp) {
+    const int steps = std::clamp(want - w, 0, prefix_);
+    ranking_ = omp_key_order(in_, stats_.row_max, mass_target_, prefix_, steps);
   } else {
-    stats_.n_queries = in_.n_queries;
-    stats_.T = in_.T;
-    stats_.head_dim = in_.head_dim;
+    std::vector<double> scores = key_scores(stats_, options_.score);
+    scores.resize(static_cast<std::size_t>(prefix_));
+    ranking_ = rank_keys(pool_scores(scores, options_.pool));
   }
 }
 
 std::vector<int> AttentionMatcher::select(int t) const {
-  if (t < 0 || t > in_.T)
-    throw Error(fmt::format("attention matching: cannot keep {} of {} entries", t, in_.T));
+  const int T = in_.T, w = options_.recent;
+  if (t < 0 || t > T)
+    throw Error(fmt::format("attention matching: cannot keep {} of {} entries", t, T));
   if (t == 0) return {};
+  std::vector<int> sel;
+  if (t <= w) {  // only the last t keys
+    sel.resize(static_cast<std::size_t>(t));
+    std::iota(sel.begin(), sel.end(), T - t);
+    return sel;
+  }
+  const int k = t - std::min(w, T);  // prefix keys to choose (> 0 here)
   if (in_.n_queries == 0)
     throw Error("attention matching: no reference queries to score the keys with");
-  return top_keys(ranking_, t);
+  if (static_cast<std::size_t>(k) > ranking_.size())
+    throw Error(fmt::format("attention matching: OMP order was computed for {} keys, {} asked",
+                            ranking_.size(), k));
+  sel = top_keys(ranking_, k);
+  for (int j = prefix_; j < T; ++j) sel.push_back(j);
+  return sel;
 }
 
 CompactedHead AttentionMatcher::compact(int t) const {
@@ -45,49 +113,79 @@ CompactedHead AttentionMatcher::compact(int t) const {
 CompactedHead AttentionMatcher::fit(const std::vector<int>& selected) const {
   const char* where = "attention matching fit";
   if (selected.empty()) return {};
-  if (in_.n_queries == 0) throw Error(fmt::format("{}: no reference queries", where));
   for (std::size_t j = 0; j < selected.size(); ++j) {
     if (selected[j] < 0 || selected[j] >= in_.T)
       throw Error(fmt::format("{}: index {} outside the context [0, {})", where, selected[j], in_.T));
     if (j > 0 && selected[j] <= selected[j - 1])
       throw Error(fmt::format("{}: selected indices are not distinct and sorted", where));
   }
-  const int n = in_.n_queries, t = static_cast<int>(selected.size()), d = in_.head_dim;
-  const std::size_t N = static_cast<std::size_t>(n), Tt = static_cast<std::size_t>(t),
+  CompactedHead head = head_from_selection(in_, selected);  // C1, verbatim values, beta 0
+  std::vector<int> fitted;  // prefix part
+  for (int idx : selected)
+    if (idx < prefix_) fitted.push_back(idx);
+  if (fitted.empty()) return head;
+  if (in_.n_queries == 0) throw Error(fmt::format("{}: no reference queries", where));
+  const int n = in_.n_queries, k = static_cast<int>(fitted.size()), d = in_.head_dim;
+  const std::size_t N = static_cast<std::size_t>(n), K = static_cast<std::size_t>(k),
                     D = static_cast<std::size_t>(d);
 
-  // beta: M = exp(S[:, sel] - m_i) [n, t] against target mass Z [n].
-  std::vector<double> buf = selected_logits(in_, selected);
+  // beta: M = exp(S[:, sel] - m_i) [n, k] against the prefix mass Z^P [n].
+  const std::vector<double> logits = selected_logits(in_, fitted);
+  std::vector<double> buf(N * K);
   for (std::size_t i = 0; i < N; ++i)
-    for (std::size_t j = 0; j < Tt; ++j) buf[i * Tt + j] = std::exp(buf[i * Tt + j] - stats_.row_max[i]);
-  const std::vector<double> w = bounded_nnls(buf.data(), n, t, stats_.mass.data(), options_.nnls);
-
-  CompactedHead head = head_from_selection(in_, selected);
-  for (std::size_t j = 0; j < Tt; ++j) head.beta[j] = static_cast<float>(std::log(w[j]));
-
-  // C2: P = softmax_row(S[:, sel] + beta) [n, t]; min ||P C2 - Y||_F.
-  buf = selected_logits(in_, selected);
-  for (std::size_t i = 0; i < N; ++i) {
-    double* p = buf.data() + i * Tt;
-    double m = -std::numeric_limits<double>::infinity();
-    for (std::size_t j = 0; j < Tt; ++j) {
-      p[j] += std::log(w[j]);
-      m = std::max(m, p[j]);
+    for (std::size_t j = 0; j < K; ++j) buf[i * K + j] = std::exp(logits[i * K + j] - stats_.row_max[i]);
+  std::vector<double> w;
+  switch (options_.beta) {
+    case BetaFit::NnlsPg: w = bounded_nnls(buf.data(), n, k, stats_.mass.data(), options_.nnls); break;
+    case BetaFit::NnlsExact: {
+      w = nnls_active_set(buf.data(), n, k, stats_.mass.data());
+      const double lo = std::exp(options_.nnls.lo), hi = std::exp(options_.nnls.hi);
+      for (double& x : w) x = std::clamp(x, lo, hi);
+      break;
     }
-    double z = 0.0;
-    for (std::size_t j = 0; j < Tt; ++j) {
-      p[j] = std::exp(p[j] - m);
-      z += p[j];
-    }
-    for (std::size_t j = 0; j < Tt; ++j) p[j] /= z;
+    case BetaFit::Zero: w.assign(K, 1.0); break;
   }
-  const std::vector<double> C2 =
-      solve_least_squares(buf.data(), n, t, stats_.output.data(), d, options_.ls_rcond);
+  std::vector<double> beta(K);
+  for (std::size_t j = 0; j < K; ++j) beta[j] = std::log(w[j]);
+
+  std::vector<double> C2(K * D);
+  if (options_.c2.kind == ValueFit::Direct) {
+    for (std::size_t j = 0; j < K; ++j)
+      for (std::size_t c = 0; c < D; ++c) C2[j * D + c] = in_.values[static_cast<std::size_t>(fitted[j]) * D + c];
+  } else {
+    // P = softmax_row(S[:, sel] + beta) [n, k], rows weighted by a_i; target a_i Y^P_i.
+    std::vector<double> target = out_target_;
+    for (std::size_t i = 0; i < N; ++i) {
+      double* p = buf.data() + i * K;
+      double m = -std::numeric_limits<double>::infinity();
+      for (std::size_t j = 0; j < K; ++j) {
+        p[j] = logits[i * K + j] + beta[j];
+        m = std::max(m, p[j]);
+      }
+      double z = 0.0;
+      for (std::size_t j = 0; j < K; ++j) {
+        p[j] = std::exp(p[j] - m);
+        z += p[j];
+      }
+      const double a = row_weight_.empty() ? 1.0 : row_weight_[i];
+      for (std::size_t j = 0; j < K; ++j) p[j] *= a / z;
+      if (!row_weight_.empty())
+        for (std::size_t c = 0; c < D; ++c) target[i * D + c] *= a;
+    }
+    C2 = fit_values(buf.data(), n, k, target.data(), d, options_.c2);
+  }
   constexpr double kFloatMax = static_cast<double>(std::numeric_limits<float>::max());
-  for (std::size_t i = 0; i < Tt * D; ++i) {
-    if (!std::isfinite(C2[i]) || std::fabs(C2[i]) > kFloatMax)
-      throw Error(fmt::format("{}: fitted value C2 entry {} is not a finite float", where, i));
-    head.values[i] = static_cast<float>(C2[i]);
+  std::size_t r = 0;
+  for (std::size_t j = 0; j < selected.size(); ++j) {
+    if (selected[j] >= prefix_) continue;
+    head.beta[j] = static_cast<float>(beta[r]);
+    for (std::size_t c = 0; c < D; ++c) {
+      const double v = C2[r * D + c];
+      if (!std::isfinite(v) || std::fabs(v) > kFloatMax)
+        throw Error(fmt::format("{}: fitted value C2 entry {} is not a finite float", where, r * D + c));
+      head.values[j * D + c] = static_cast<float>(v);
+    }
+    ++r;
   }
   return head;
 }
@@ -96,7 +194,7 @@ CompactedHead compact_attention_matching(const HeadCompactionInput& in, int t,
                                          const AttentionMatchingOptions& options) {
   if (t < 0 || t > std::max(in.T, 0))
     throw Error(fmt::format("attention matching: cannot keep {} of {} entries", t, in.T));
-  return AttentionMatcher(in, options).compact(t);
+  return AttentionMatcher(in, options, t).compact(t);
 }
 
 }  // namespace kvcompact

@@ -1,53 +1,100 @@
 // Attention Matching compaction of one KV head (arXiv 2602.16284): keep t of the T keys (C1 =
-// highest-attention keys), fit a per-key logit bias beta by bounded NNLS on the attention mass and
-// new values C2 by least squares on the attention output, both over the reference queries.
+// highest-attention keys or OMP keys), fit a per-key logit bias beta (NNLS on the attention mass)
+// and new values C2 (least squares / ridge on the attention output), over the reference queries;
+// optionally keep the last `recent` context entries verbatim.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "compaction/head_attention.h"
 #include "compaction/head_compaction.h"
 #include "compaction/key_selection.h"
 #include "compaction/nnls.h"
+#include "compaction/nnls_active_set.h"
+#include "compaction/value_fit.h"
 
 namespace kvcompact {
 
+/// How C1 (the kept keys) is chosen.
+enum class KeySelector {
+  Attention,  ///< highest per-key attention score (score + optional pooling), key_selection.h
+  Omp,        ///< orthogonal matching pursuit on the attention mass, omp_selection.h
+};
+
+/// How beta is fitted (w = exp(beta) >= 0 so that the kept keys' exp-scores reproduce the mass).
+enum class BetaFit {
+  NnlsPg,     ///< bounded_nnls (nnls.h): clipped least squares + `iters` projected-gradient steps
+  NnlsExact,  ///< exact Lawson-Hanson NNLS (nnls_active_set.h), then w clipped to [e^lo, e^hi]
+  Zero,       ///< beta = 0 (no mass fit)
+};
+
 /// Options of the Attention Matching fit.
 struct AttentionMatchingOptions {
-  SelectionScore score = SelectionScore::Rms;  ///< key-selection score
-  NnlsOptions nnls;                            ///< beta fit: iters, bounds [lo, hi] on beta
-  double ls_rcond = 1e-12;  ///< C2 fit: singular values below rcond * sigma_max count as zero
+  KeySelector selector = KeySelector::Attention;
+  SelectionScore score = SelectionScore::Rms;  ///< Attention selector: per-key score
+  ScorePooling pool;                           ///< Attention selector: pooling of the scores
+  BetaFit beta = BetaFit::NnlsPg;
+  NnlsOptions nnls;     ///< iters (NnlsPg only), bounds [lo, hi] on beta (NnlsPg and NnlsExact)
+  ValueFitOptions c2;   ///< C2 fit: lsq (dgelsd, rcond), ridge or direct
+  int recent = 0;       ///< keep the last `recent` context entries verbatim (>= 0), see below
+  bool operator==(const AttentionMatchingOptions&) const = default;
 };
 
 /// Short name used by the whole-cache compaction and the CLI (compact_cache.h).
 using AmOptions = AttentionMatchingOptions;
 
-/// A prepared Attention Matching fit for one head. The constructor validates the input and makes
-/// one blocked pass over the original attention (row max m [n], mass Z [n], output Y [n, d],
-/// per-key scores) and ranks the keys, so that compact(t) for many t reuses that work.
+/// Checks option values (recent >= 0, pooling kernel odd >= 1, nnls iters >= 0 and finite
+/// lo <= hi, ridge lambda finite >= 0). Throws Error naming the option.
+void validate_am_options(const AttentionMatchingOptions& options);
+
+/// Names used in errors and specs: "attn"/"omp", "nnls-pg"/"nnls-exact"/"zero".
+std::string key_selector_name(KeySelector selector);
+std::string beta_fit_name(BetaFit beta);
+
+/// A prepared Attention Matching fit for one head. The constructor validates the input, makes one
+/// blocked pass over the original attention (row max m [n], mass Z [n], output Y [n, d], per-key
+/// scores) and ranks the keys, so that compact(t) for many t reuses that work.
+///
+/// Recent window (options.recent = w > 0), with prefix keys 0..T-w-1 (set P) and window keys
+/// T-w..T-1 (set W), E_ij = exp(S_ij - m_i) with m_i the row max over all T keys:
+///   Z_i = Z^P_i + Z^W_i,  Y_i = (N^P_i + N^W_i) / Z_i,  N^X_i = sum_{j in X} E_ij V_j.
+/// The window is kept verbatim (beta 0, own values), so the compacted head reproduces Y_i exactly
+/// when the compacted prefix reproduces (a) the prefix mass Z^P_i and (b) the prefix's local output
+/// Y^P_i = N^P_i / Z^P_i. Hence: beta is fitted with M = E[:, sel] against Z^P (not Z), and C2
+/// against Y^P with the local softmax P over the kept prefix entries (with beta), each row weighted
+/// by a_i = Z^P_i / Z_i, the prefix's share of query i's attention: when (a) holds, the output error
+/// of query i is a_i (P_i C2 - Y^P_i), so the weighted fit minimises the error of the full output,
+/// i.e. it fits the prefix's unnormalised contribution N^P_i / Z_i. With w = 0 this is plain AM
+/// (a_i = 1). Budget t > w: t - w prefix keys + the w window keys; t <= w: the last t keys only.
 /// The input's K/V/Q pointers are borrowed and must outlive the matcher.
-/// Throws Error on invalid input (NaN/Inf in K, V or Q; head_dim <= 0; negative sizes).
+/// Throws Error on invalid input (NaN/Inf in K, V or Q; head_dim <= 0; negative sizes) or options.
 class AttentionMatcher {
  public:
-  explicit AttentionMatcher(const HeadCompactionInput& in, const AttentionMatchingOptions& options = {});
+  /// max_t: the largest budget compact/select will be asked for (OMP's order is computed only up to
+  /// it); -1 = up to T.
+  explicit AttentionMatcher(const HeadCompactionInput& in, const AttentionMatchingOptions& options = {},
+                            int max_t = -1);
 
-  /// Key indices [T] from highest to lowest score (ties: lower index first). Empty when there are
-  /// no keys or no reference queries.
+  /// Prefix key indices (0..T-w-1; all keys when w = 0) in selection order: by decreasing score
+  /// (ties: lower index first) for the Attention selector, OMP's pick order for Omp (length
+  /// min(T - w, max_t - w)). Empty when there are no keys or no reference queries.
   const std::vector<int>& ranking() const { return ranking_; }
-  /// Attention statistics of the original head on the reference queries.
+  /// Attention statistics of the original head (all T keys) on the reference queries.
   const HeadAttentionStats& stats() const { return stats_; }
 
-  /// The t highest-scoring key indices in context order. Throws Error unless 0 <= t <= T, or when
-  /// t > 0 and there are no reference queries.
+  /// The t kept key indices in context order (see the recent window above). Throws Error unless
+  /// 0 <= t <= T (and t <= max_t for OMP), or when prefix keys are needed and there are no queries.
   std::vector<int> select(int t) const;
 
   /// Full AM: select(t), then fit(selected). t == 0 gives an empty head; t == T reproduces the
   /// head (beta ~ 0, C2 ~ V when the queries determine it). Throws as select and fit.
   CompactedHead compact(int t) const;
 
-  /// Fits beta and C2 for a given key subset (indices distinct, sorted, in [0, T)):
-  ///   M = E[:, sel] = exp(S[:, sel] - m) [n, t];  w = bounded_nnls(M, Z);  beta = log w in [lo, hi]
-  ///   P = softmax_row(S[:, sel] + beta) [n, t];   C2 = argmin ||P C2 - Y||_F (dgelsd, min-norm).
+  /// Fits beta and C2 for a given key subset (indices distinct, sorted, in [0, T)); indices in the
+  /// recent window are kept verbatim, the others (sel, k of them) are fitted:
+  ///   M = E[:, sel] [n, k];  w = nnls(M, Z^P) (options.beta);  beta = log w in [lo, hi]
+  ///   P = softmax_row(S[:, sel] + beta) [n, k];  C2 = fit_values(diag(a) P, diag(a) Y^P).
   /// Returns the head with C1 = K[sel]. Throws Error on bad indices, missing queries, or a
   /// non-finite / float-overflowing C2.
   CompactedHead fit(const std::vector<int>& selected) const;
@@ -56,6 +103,10 @@ class AttentionMatcher {
   HeadCompactionInput in_;
   AttentionMatchingOptions options_;
   HeadAttentionStats stats_;
+  int prefix_ = 0;                  // T - w (>= 0): keys that are compacted
+  std::vector<double> mass_target_; // Z^P [n]
+  std::vector<double> out_target_;  // Y^P [n, d]
+  std::vector<double> row_weight_;  // a [n] (empty = all ones)
   std::vector<int> ranking_;
 };
 

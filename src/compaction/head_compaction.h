@@ -15,6 +15,13 @@ struct HeadCompactionInput {
   int T = 0;                       ///< context length (entries of this head)
   int n_queries = 0;
   int head_dim = 0;
+  /// Context queries for the token-eviction baselines that score keys with the context's own
+  /// attention (SnapKV, H2O; token_eviction.h): the queries (after RoPE) of the context prefill at
+  /// positions 0..T-1 of every query head of this KV head's group, causal (query at position i
+  /// attends keys 0..i). Rows position-major, then query head: row i * group_size + h,
+  /// [T * group_size, head_dim]. May be null for methods that do not use it.
+  const float* context_queries = nullptr;
+  int group_size = 1;  ///< query heads per KV head (GQA group); rows per position above
 };
 
 /// A compacted head: t entries (C1, beta, C2) plus the context indices of the selected keys.

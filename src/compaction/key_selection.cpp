@@ -43,6 +43,36 @@ std::vector<double> key_scores(const HeadAttentionStats& stats, SelectionScore s
   return s;
 }
 
+std::vector<double> pool_scores(const std::vector<double>& scores, const ScorePooling& pooling) {
+  for (std::size_t j = 0; j < scores.size(); ++j)
+    if (std::isnan(scores[j])) throw Error(fmt::format("score pooling: score of key {} is NaN", j));
+  if (pooling.kind == PoolKind::None) return scores;
+  if (pooling.kernel < 1 || pooling.kernel % 2 == 0)
+    throw Error(fmt::format("score pooling: kernel size {} must be odd and >= 1", pooling.kernel));
+  const std::ptrdiff_t T = static_cast<std::ptrdiff_t>(scores.size()), h = pooling.kernel / 2;
+  std::vector<double> out(scores.size());
+  for (std::ptrdiff_t j = 0; j < T; ++j) {
+    const std::ptrdiff_t a = std::max<std::ptrdiff_t>(0, j - h), b = std::min(T - 1, j + h);
+    double acc = pooling.kind == PoolKind::Max ? scores[static_cast<std::size_t>(a)] : 0.0;
+    for (std::ptrdiff_t i = a; i <= b; ++i) {
+      const double v = scores[static_cast<std::size_t>(i)];
+      acc = pooling.kind == PoolKind::Max ? std::max(acc, v) : acc + v;
+    }
+    out[static_cast<std::size_t>(j)] =
+        pooling.kind == PoolKind::Max ? acc : acc / static_cast<double>(pooling.kernel);
+  }
+  return out;
+}
+
+std::string pooling_name(const ScorePooling& pooling) {
+  switch (pooling.kind) {
+    case PoolKind::None: return "none";
+    case PoolKind::Avg: return fmt::format("avg:{}", pooling.kernel);
+    case PoolKind::Max: return fmt::format("max:{}", pooling.kernel);
+  }
+  return "none";
+}
+
 std::vector<int> rank_keys(const std::vector<double>& scores) {
   for (std::size_t j = 0; j < scores.size(); ++j)
     if (std::isnan(scores[j])) throw Error(fmt::format("key ranking: score of key {} is NaN", j));

@@ -11,6 +11,7 @@ struct NnlsOptions {
   double lo = -3.0;  ///< lower bound of beta = log w (nats)
   double hi = 3.0;   ///< upper bound of beta = log w (nats); needs lo <= hi
   double rcond = 1e-12;  ///< dgelsd cut-off for the unconstrained start (see solve_least_squares)
+  bool operator==(const NnlsOptions&) const = default;
 };
 
 /// Squared spectral norm ||M||_2^2 = largest eigenvalue of M^T M (Gram by cblas_dsyrk, then power

@@ -2,7 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
 #include "io/error.h"
+#include "model/sampler.h"
 
 namespace kvcompact {
 
@@ -25,14 +31,44 @@ int ReferenceQueries::count(int layer, int kv_head) const {
   return static_cast<int>(rows_[index(layer, kv_head)].size() / head_dim_);
 }
 
+void ReferenceQueries::append(const ReferenceQueries& other) {
+  if (other.n_layers_ != n_layers_ || other.n_kv_heads_ != n_kv_heads_ || other.head_dim_ != head_dim_)
+    throw Error("reference queries: cannot combine query sets of different shapes");
+  for (std::size_t i = 0; i < rows_.size(); ++i)
+    rows_[i].insert(rows_[i].end(), other.rows_[i].begin(), other.rows_[i].end());
+}
+
+void ReferenceQueries::subsample(int cap, uint64_t seed) {
+  if (cap <= 0) return;
+  const std::size_t d = static_cast<std::size_t>(head_dim_);
+  for (std::size_t h = 0; h < rows_.size(); ++h) {
+    const int n = static_cast<int>(rows_[h].size() / d);
+    if (n <= cap) continue;
+    std::vector<int> idx(n);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::mt19937_64 rng(seed + h);
+    for (int i = 0; i < cap; ++i) {  // partial Fisher-Yates
+      std::uniform_int_distribution<int> pick(i, n - 1);
+      std::swap(idx[i], idx[pick(rng)]);
+    }
+    idx.resize(cap);
+    std::sort(idx.begin(), idx.end());
+    std::vector<float> kept;
+    kept.reserve(static_cast<std::size_t>(cap) * d);
+    for (int i : idx) kept.insert(kept.end(), rows_[h].begin() + i * d, rows_[h].begin() + (i + 1) * d);
+    rows_[h] = std::move(kept);
+  }
+}
+
 namespace {
 
-/// Copies the queries of rows [skip, n) into per-KV-head lists.
+/// Copies the queries of rows [skip, n) of every forward call into per-KV-head lists.
 class QueryCollector : public ForwardObserver {
  public:
   QueryCollector(const ModelConfig& c, int skip, ReferenceQueries& out) : c_(c), skip_(skip), out_(out) {}
   void on_queries(int layer, const float* q, int n_tokens, int) override {
     const int d = c_.head_dim, g = c_.group_size();
+    if (n_tokens <= skip_) return;
     for (int kv = 0; kv < c_.n_kv_heads; ++kv) {
       auto& rows = out_.at(layer, kv);
       rows.reserve(rows.size() + static_cast<std::size_t>(n_tokens - skip_) * g * d);
@@ -50,30 +86,141 @@ class QueryCollector : public ForwardObserver {
   ReferenceQueries& out_;
 };
 
-}  // namespace
+ReferenceQueries empty_like(const ModelConfig& c) { return ReferenceQueries(c.n_layers, c.n_kv_heads, c.head_dim); }
 
-ContextPrefill repeat_prefill(const Transformer& model, const Tokenizer& tokenizer,
-                              std::span<const int> context) {
-  const ModelConfig& c = model.config();
-  const int T = static_cast<int>(context.size());
-  if (T < 2) throw Error(fmt::format("repeat-prefill needs a context of at least 2 tokens, got {}", T));
-  ContextPrefill out;
-  KVCache cache = model.make_cache();
-  ForwardOptions first;
-  first.logits = LogitsMode::Last;
-  out.last_logits = model.forward(context, cache, first);
-  out.cache = cache;  // the context's own cache, before the repeat
-
+/// Queries of the repeat: kRepeatPrompt then context[1:], fed after a copy of the context cache.
+ReferenceQueries repeat_queries(const Transformer& model, const Tokenizer& tokenizer, KVCache cache,
+                                std::span<const int> context) {
   std::vector<int> tail = tokenizer.encode(kRepeatPrompt, /*add_bos=*/false);
   const int skip = static_cast<int>(tail.size());
   tail.insert(tail.end(), context.begin() + 1, context.end());
-  out.queries = ReferenceQueries(c.n_layers, c.n_kv_heads, c.head_dim);
-  QueryCollector collector(c, skip, out.queries);
-  ForwardOptions second;
-  second.logits = LogitsMode::None;
-  second.observer = &collector;
-  model.forward(tail, cache, second);
+  ReferenceQueries q = empty_like(model.config());
+  QueryCollector collector(model.config(), skip, q);
+  ForwardOptions opt;
+  opt.logits = LogitsMode::None;
+  opt.observer = &collector;
+  model.forward(tail, cache, opt);
+  return q;
+}
+
+/// Queries of self-study generations continuing the context cache.
+ReferenceQueries self_study_queries(const Transformer& model, const Tokenizer& tokenizer,
+                                    const KVCache& context_cache, std::span<const float> last_logits,
+                                    const SelfStudyOptions& o, uint64_t seed) {
+  if (o.count < 0 || o.length < 1)
+    throw Error(fmt::format("self-study: count {} and length {} must be >= 0 and >= 1", o.count, o.length));
+  ReferenceQueries q = empty_like(model.config());
+  QueryCollector collector(model.config(), 0, q);
+  ForwardOptions opt;
+  opt.logits = LogitsMode::Last;
+  opt.observer = &collector;
+  for (int s = 0; s < o.count; ++s) {
+    KVCache cache = context_cache;
+    Sampler sampler(model.config().vocab_size, o.temperature, o.top_p, seed * 7919 + s + 1);
+    std::vector<float> logits(last_logits.begin(), last_logits.end());
+    if (!o.prompts.empty()) {
+      const std::vector<int> prompt = tokenizer.encode(o.prompts[s % o.prompts.size()], false);
+      if (!prompt.empty()) logits = model.forward(prompt, cache, opt);
+    }
+    for (int i = 0; i < o.length; ++i) {
+      const int next = sampler.sample(logits);
+      if (next == tokenizer.eos_id() || next == tokenizer.bos_id()) break;
+      logits = model.forward(std::span<const int>(&next, 1), cache, opt);
+    }
+  }
+  return q;
+}
+
+/// Gaussian directions scaled by norms resampled from the head's real context queries.
+ReferenceQueries random_queries(const ReferenceQueries& real, int count, uint64_t seed) {
+  ReferenceQueries q(real.n_layers(), real.n_kv_heads(), real.head_dim());
+  const int d = real.head_dim();
+  for (int l = 0; l < real.n_layers(); ++l)
+    for (int h = 0; h < real.n_kv_heads(); ++h) {
+      const std::vector<float>& src = real.at(l, h);
+      const int n_real = real.count(l, h);
+      std::vector<float> norms(n_real);
+      for (int i = 0; i < n_real; ++i) {
+        double ss = 0;
+        for (int j = 0; j < d; ++j) ss += double(src[std::size_t(i) * d + j]) * src[std::size_t(i) * d + j];
+        norms[i] = static_cast<float>(std::sqrt(ss));
+      }
+      const int n = count > 0 ? count : n_real;
+      std::mt19937_64 rng(seed * 1000003ULL + static_cast<uint64_t>(l * real.n_kv_heads() + h));
+      std::normal_distribution<float> gauss(0.0f, 1.0f);
+      std::uniform_int_distribution<int> pick(0, std::max(0, n_real - 1));
+      std::vector<float>& dst = q.at(l, h);
+      dst.resize(static_cast<std::size_t>(n) * d);
+      for (int i = 0; i < n; ++i) {
+        double ss = 0;
+        float* row = dst.data() + std::size_t(i) * d;
+        for (int j = 0; j < d; ++j) {
+          row[j] = gauss(rng);
+          ss += double(row[j]) * row[j];
+        }
+        const float scale = n_real > 0 ? norms[pick(rng)] / static_cast<float>(std::sqrt(ss) + 1e-30) : 0.0f;
+        for (int j = 0; j < d; ++j) row[j] *= scale;
+      }
+    }
+  return q;
+}
+
+}  // namespace
+
+ContextPrefill collect_reference_queries(const Transformer& model, const Tokenizer& tokenizer,
+                                         std::span<const int> context, const QueryPlan& plan) {
+  const int T = static_cast<int>(context.size());
+  if (T < 2) throw Error(fmt::format("reference queries need a context of at least 2 tokens, got {}", T));
+  if (plan.sources.empty()) throw Error("reference queries: no query source given");
+  if (plan.total_cap < 0) throw Error(fmt::format("reference queries: total cap {} is negative", plan.total_cap));
+  ContextPrefill out;
+  out.cache = model.make_cache();
+  out.context_queries = empty_like(model.config());
+  QueryCollector own(model.config(), 0, out.context_queries);
+  ForwardOptions first;
+  first.logits = LogitsMode::Last;
+  first.observer = &own;
+  out.last_logits = model.forward(context, out.cache, first);
+
+  out.queries = empty_like(model.config());
+  for (std::size_t s = 0; s < plan.sources.size(); ++s) {
+    const QuerySourceSpec& spec = plan.sources[s];
+    if (spec.cap < 0)
+      throw Error(fmt::format("reference queries: cap {} of source {} is negative", spec.cap,
+                              query_source_name(spec.source)));
+    ReferenceQueries q;
+    switch (spec.source) {
+      case QuerySource::Repeat: q = repeat_queries(model, tokenizer, out.cache, context); break;
+      case QuerySource::Context: q = out.context_queries; break;
+      case QuerySource::SelfStudy:
+        q = self_study_queries(model, tokenizer, out.cache, out.last_logits, plan.self_study, plan.seed);
+        break;
+      case QuerySource::Random: q = random_queries(out.context_queries, plan.random_count, plan.seed); break;
+    }
+    q.subsample(spec.cap, plan.seed + 101 * (s + 1));
+    out.queries.append(q);
+  }
+  out.queries.subsample(plan.total_cap, plan.seed);
   return out;
 }
+
+ContextPrefill repeat_prefill(const Transformer& model, const Tokenizer& tokenizer,
+                              std::span<const int> context) {
+  QueryPlan plan;
+  plan.total_cap = 0;
+  return collect_reference_queries(model, tokenizer, context, plan);
+}
+
+namespace {
+constexpr const char* kSourceNames[] = {"repeat", "context", "self-study", "random"};
+}
+
+QuerySource parse_query_source(const std::string& name) {
+  for (int i = 0; i < 4; ++i)
+    if (name == kSourceNames[i]) return static_cast<QuerySource>(i);
+  throw Error(fmt::format("unknown reference-query source '{}' (valid: repeat, context, self-study, random)", name));
+}
+
+std::string query_source_name(QuerySource source) { return kSourceNames[static_cast<int>(source)]; }
 
 }  // namespace kvcompact

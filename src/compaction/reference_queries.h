@@ -1,6 +1,8 @@
-// Reference queries for Attention Matching, collected by repeat-prefill.
+// Reference queries for Attention Matching: repeat-prefill, the context's own queries,
+// self-study generations and random vectors, combinable with caps.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +27,11 @@ class ReferenceQueries {
   int head_dim() const { return head_dim_; }
   int n_layers() const { return n_layers_; }
   int n_kv_heads() const { return n_kv_heads_; }
+  /// Appends every head's rows of `other` (same shape) after this one's.
+  void append(const ReferenceQueries& other);
+  /// Keeps at most `cap` rows per head, chosen uniformly without replacement with
+  /// std::mt19937_64(seed + head index), kept in their original order. cap <= 0 keeps all.
+  void subsample(int cap, uint64_t seed);
 
  private:
   std::size_t index(int layer, int kv_head) const;
@@ -35,11 +42,49 @@ class ReferenceQueries {
 /// The prompt placed between the two copies of the context in repeat-prefill.
 inline constexpr const char* kRepeatPrompt = "Repeat the previous context.";
 
+/// Where reference queries come from (arXiv 2602.16284, section on reference queries).
+enum class QuerySource {
+  Repeat,     ///< repeat-prefill: queries of a second copy of the context after kRepeatPrompt
+  Context,    ///< the context's own prefill queries (positions 0..T-1)
+  SelfStudy,  ///< queries of text the model generates conditioned on the context
+  Random,     ///< Gaussian directions scaled to the norms of the head's real context queries
+};
+
+/// One source with an optional cap on its rows per KV head (0 = no cap).
+struct QuerySourceSpec {
+  QuerySource source = QuerySource::Repeat;
+  int cap = 0;
+};
+
+/// Self-study generation settings. Each of `count` samples continues the context cache: for
+/// base models with no prompt, a plain continuation; otherwise prompt i % prompts.size() is fed
+/// (encoded without BOS) and the model continues it. Queries of the prompt and generated tokens
+/// are collected. Sampling is seeded (Sampler, llama2.c xorshift).
+struct SelfStudyOptions {
+  int count = 4;              ///< number of generations
+  int length = 64;            ///< generated tokens per generation
+  float temperature = 1.0f;
+  float top_p = 0.9f;
+  std::vector<std::string> prompts;  ///< empty: plain continuations
+};
+
+/// Which sources to use, their caps, and a total cap per KV head after combining.
+struct QueryPlan {
+  std::vector<QuerySourceSpec> sources{{QuerySource::Repeat, 0}};
+  int total_cap = 50000;  ///< rows per KV head after combining (0 = no cap), subsampled with seed
+  uint64_t seed = 0;
+  SelfStudyOptions self_study;
+  int random_count = 0;   ///< rows per KV head of the Random source (0 = group_size * T)
+};
+
 /// Result of prefilling a context and collecting its reference queries.
 struct ContextPrefill {
-  KVCache cache;                   ///< the context's full cache (T entries per head, positions 0..T-1)
-  std::vector<float> last_logits;  ///< [vocab] logits after the last context token (predict token T)
-  ReferenceQueries queries;        ///< per layer and KV head: [group_size * (T-1), head_dim]
+  KVCache cache;                    ///< the context's full cache (T entries per head, positions 0..T-1)
+  std::vector<float> last_logits;   ///< [vocab] logits after the last context token (predict token T)
+  ReferenceQueries queries;         ///< per layer and KV head, as the plan asks
+  ReferenceQueries context_queries; ///< per layer and KV head: [T * group_size, head_dim], the
+                                    ///< context prefill's own queries, row (position i, query head
+                                    ///< g) at i * group_size + g (SnapKV, H2O use them)
 };
 
 /// Repeat-prefill (Attention Matching, arXiv 2602.16284): runs the context tokens (BOS included),
@@ -49,5 +94,15 @@ struct ContextPrefill {
 /// The cache returned is the one after the first copy only. Throws Error when T < 2.
 ContextPrefill repeat_prefill(const Transformer& model, const Tokenizer& tokenizer,
                               std::span<const int> context);
+
+/// Prefills the context once and collects reference queries from every source of `plan`
+/// (each capped, then combined and capped to plan.total_cap). Throws Error when T < 2, the plan
+/// has no source, or a cap is negative.
+ContextPrefill collect_reference_queries(const Transformer& model, const Tokenizer& tokenizer,
+                                         std::span<const int> context, const QueryPlan& plan);
+
+/// Parses "repeat", "context", "self-study" or "random"; throws Error listing the valid names.
+QuerySource parse_query_source(const std::string& name);
+std::string query_source_name(QuerySource source);
 
 }  // namespace kvcompact

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "io/error.h"
+#include "ops/dequant.h"
 
 namespace kvcompact {
 
@@ -424,6 +425,16 @@ std::vector<float> GgufFile::tensor_f32(const GgufTensorInfo& t) const {
       const std::uint8_t* p = tensor_bytes(t);
       std::vector<float> out(static_cast<std::size_t>(t.n_elements));
       for (std::size_t k = 0; k < out.size(); ++k) out[k] = fp16_to_fp32(load<std::uint16_t>(p + 2 * k));
+      return out;
+    }
+    case GgmlType::BF16:
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0: {
+      const WeightType wt = static_cast<GgmlType>(t.type) == GgmlType::BF16 ? WeightType::BF16
+                            : static_cast<GgmlType>(t.type) == GgmlType::Q8_0 ? WeightType::Q8_0
+                                                                               : WeightType::Q4_0;
+      std::vector<float> out(static_cast<std::size_t>(t.n_elements));
+      dequantize_row(wt, tensor_bytes(t), out.data(), static_cast<std::int64_t>(t.n_elements));
       return out;
     }
     default:

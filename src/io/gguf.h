@@ -103,7 +103,7 @@ class GgufFile {
   /// Raw stored bytes of a tensor (n_bytes of them). Throws Error for unknown-size types.
   const std::uint8_t* tensor_bytes(const GgufTensorInfo& t) const;
   /// Tensor data converted to float32, [n_elements] in ggml order (dims[0] fastest).
-  /// Supported: F32, F16 (add converters in gguf.cpp `dequantize` for Q8_0/Q4_0/BF16/...).
+  /// Supported: F32, F16, BF16, Q8_0, Q4_0 (ggml block layouts, see WeightType).
   /// Throws Error("<path>: tensor <name> has unsupported type Q4_K") otherwise.
   std::vector<float> tensor_f32(const std::string& name) const;
   std::vector<float> tensor_f32(const GgufTensorInfo& t) const;

@@ -14,6 +14,7 @@
 #include "io/gguf.h"
 #include "io/llama2c_checkpoint.h"
 #include "io/spm_tokenizer.h"
+#include "model/hf_loader.h"
 #include "model/model.h"
 
 namespace kvcompact {
@@ -106,29 +107,61 @@ std::unique_ptr<SpmTokenizer> gguf_spm_tokenizer(const GgufFile& f) {
                                         static_cast<int>(eos), f.path());
 }
 
-/// GGUF `llama` architecture -> config + weights + tokenizer.
-Model load_gguf_llama(const GgufFile& f) {
+/// A GGUF weight matrix W[out, in] (ggml dims {in, out}): F32 copied to an owned vector (checked
+/// finite); F16, BF16, Q8_0 and Q4_0 kept in their storage type as a view into the mapped file.
+WeightMatrix gguf_matrix(const GgufFile& f, const std::string& name, std::uint64_t in, std::uint64_t out) {
+  const GgufTensorInfo& t = f.tensor(name);
+  WeightType wt;
+  switch (static_cast<GgmlType>(t.type)) {
+    case GgmlType::F32: return WeightMatrix(gguf_tensor(f, name, {in, out}));
+    case GgmlType::F16: wt = WeightType::F16; break;
+    case GgmlType::BF16: wt = WeightType::BF16; break;
+    case GgmlType::Q8_0: wt = WeightType::Q8_0; break;
+    case GgmlType::Q4_0: wt = WeightType::Q4_0; break;
+    default:
+      throw Error(fmt::format("{}: tensor {} has unsupported type {} (supported: F32, F16, BF16, Q8_0, Q4_0)",
+                              f.path(), name, ggml_type_name(t.type)));
+  }
+  if (t.dims != std::vector<std::uint64_t>{in, out})
+    throw Error(fmt::format("{}: tensor {} has shape [{}], expected [{}, {}]", f.path(), name,
+                            fmt::join(t.dims, ", "), in, out));
+  return WeightMatrix::view(wt, f.tensor_bytes(t), static_cast<std::int64_t>(out), static_cast<std::int64_t>(in));
+}
+
+bool same_matrix(const WeightMatrix& a, const WeightMatrix& b) {
+  return a.type() == b.type() && a.byte_size() == b.byte_size() &&
+         std::memcmp(a.bytes(), b.bytes(), a.byte_size()) == 0;
+}
+
+/// GGUF `llama`, `qwen2`, `qwen3` architectures -> config + weights (+ SPM tokenizer). Metadata
+/// keys are prefixed by the architecture name. qwen2/qwen3 use NEOX RoPE (HalfSplit); qwen2 has
+/// attn_{q,k,v}.bias; qwen3 has attn_q_norm / attn_k_norm [head_dim].
+Model load_gguf_decoder(std::shared_ptr<GgufFile> fp, const std::string& arch, bool load_tokenizer) {
+  const GgufFile& f = *fp;
   Model m;
   m.path = f.path();
   ModelConfig& c = m.config;
-  c.architecture = "llama";
-  c.dim = positive_int(f, "llama.embedding_length");
-  c.hidden_dim = positive_int(f, "llama.feed_forward_length");
-  c.n_layers = positive_int(f, "llama.block_count");
-  c.n_heads = positive_int(f, "llama.attention.head_count");
-  c.n_kv_heads = f.has("llama.attention.head_count_kv") ? positive_int(f, "llama.attention.head_count_kv")
-                                                          : c.n_heads;
-  c.max_seq_len = positive_int(f, "llama.context_length");
-  c.norm_eps = static_cast<float>(f.get_float("llama.attention.layer_norm_rms_epsilon"));
-  c.rope_theta = static_cast<float>(f.get_float_or("llama.rope.freq_base", 10000.0));
-  c.rope_style = RopeStyle::Interleaved;  // GGUF llama (ggml ROPE_TYPE_NORM) pairs (2i, 2i+1)
+  c.architecture = arch;
+  const std::string a = arch + ".";
+  c.dim = positive_int(f, a + "embedding_length");
+  c.hidden_dim = positive_int(f, a + "feed_forward_length");
+  c.n_layers = positive_int(f, a + "block_count");
+  c.n_heads = positive_int(f, a + "attention.head_count");
+  c.n_kv_heads = f.has(a + "attention.head_count_kv") ? positive_int(f, a + "attention.head_count_kv") : c.n_heads;
+  c.max_seq_len = positive_int(f, a + "context_length");
+  c.norm_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon"));
+  c.rope_theta = static_cast<float>(f.get_float_or(a + "rope.freq_base", 10000.0));
+  // GGUF llama (ggml ROPE_TYPE_NORM) pairs (2i, 2i+1); qwen2/qwen3 use ROPE_TYPE_NEOX (rotate_half).
+  c.rope_style = arch == "llama" ? RopeStyle::Interleaved : RopeStyle::HalfSplit;
+  c.attention_qkv_bias = arch == "qwen2";
+  c.qk_norm = arch == "qwen3";
   if (c.n_heads % c.n_kv_heads != 0) {
     throw Error(fmt::format("{}: head_count {} is not divisible by head_count_kv {}", f.path(), c.n_heads,
                             c.n_kv_heads));
   }
-  if (f.has("llama.attention.key_length")) {
-    c.head_dim = positive_int(f, "llama.attention.key_length");
-    if (f.has("llama.attention.value_length") && positive_int(f, "llama.attention.value_length") != c.head_dim) {
+  if (f.has(a + "attention.key_length")) {
+    c.head_dim = positive_int(f, a + "attention.key_length");
+    if (f.has(a + "attention.value_length") && positive_int(f, a + "attention.value_length") != c.head_dim) {
       throw Error(fmt::format("{}: attention.value_length differs from key_length (unsupported)", f.path()));
     }
   } else {
@@ -139,56 +172,77 @@ Model load_gguf_llama(const GgufFile& f) {
     c.head_dim = c.dim / c.n_heads;
   }
   if (c.head_dim % 2 != 0) throw Error(fmt::format("{}: head size {} is odd (RoPE needs pairs)", f.path(), c.head_dim));
-  const std::int64_t rope_dims = f.get_int_or("llama.rope.dimension_count", c.head_dim);
+  const std::int64_t rope_dims = f.get_int_or(a + "rope.dimension_count", c.head_dim);
   if (rope_dims != c.head_dim) {
-    throw Error(fmt::format("{}: llama.rope.dimension_count {} != head size {} (partial RoPE unsupported)",
-                            f.path(), rope_dims, c.head_dim));
+    throw Error(fmt::format("{}: {}rope.dimension_count {} != head size {} (partial RoPE unsupported)",
+                            f.path(), a, rope_dims, c.head_dim));
   }
   if (!(c.norm_eps > 0.0f) || !std::isfinite(c.rope_theta) || !(c.rope_theta > 0.0f)) {
     throw Error(fmt::format("{}: bad rms epsilon {} or rope freq_base {}", f.path(), c.norm_eps, c.rope_theta));
   }
 
-  m.tokenizer = gguf_spm_tokenizer(f);
-  c.vocab_size = m.tokenizer->vocab_size();
+  if (load_tokenizer) {
+    m.tokenizer = gguf_spm_tokenizer(f);
+    c.vocab_size = m.tokenizer->vocab_size();
+  } else {
+    const GgufTensorInfo& e = f.tensor("token_embd.weight");
+    if (e.dims.size() != 2 || e.dims[1] == 0 || e.dims[1] > INT32_MAX)
+      throw Error(fmt::format("{}: tensor token_embd.weight is not a matrix", f.path()));
+    c.vocab_size = static_cast<int>(e.dims[1]);
+  }
 
-  const std::uint64_t D = c.dim, H = c.hidden_dim, V = c.vocab_size, Q = c.q_dim(), KV = c.kv_dim();
+  const std::uint64_t D = c.dim, H = c.hidden_dim, V = c.vocab_size, Q = c.q_dim(), KV = c.kv_dim(),
+                      HD = c.head_dim;
   ModelWeights& w = m.weights;
-  w.token_embedding = gguf_tensor(f, "token_embd.weight", {D, V});
+  w.token_embedding = gguf_matrix(f, "token_embd.weight", D, V);
   w.layers.resize(static_cast<std::size_t>(c.n_layers));
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     LayerWeights& lw = w.layers[static_cast<std::size_t>(l)];
     lw.attn_norm = gguf_tensor(f, p + "attn_norm.weight", {D});
-    lw.wq = gguf_tensor(f, p + "attn_q.weight", {D, Q});
-    lw.wk = gguf_tensor(f, p + "attn_k.weight", {D, KV});
-    lw.wv = gguf_tensor(f, p + "attn_v.weight", {D, KV});
-    lw.wo = gguf_tensor(f, p + "attn_output.weight", {Q, D});
+    lw.wq = gguf_matrix(f, p + "attn_q.weight", D, Q);
+    lw.wk = gguf_matrix(f, p + "attn_k.weight", D, KV);
+    lw.wv = gguf_matrix(f, p + "attn_v.weight", D, KV);
+    lw.wo = gguf_matrix(f, p + "attn_output.weight", Q, D);
+    if (c.attention_qkv_bias) {
+      lw.bq = gguf_tensor(f, p + "attn_q.bias", {Q});
+      lw.bk = gguf_tensor(f, p + "attn_k.bias", {KV});
+      lw.bv = gguf_tensor(f, p + "attn_v.bias", {KV});
+    }
+    if (c.qk_norm) {
+      lw.q_norm = gguf_tensor(f, p + "attn_q_norm.weight", {HD});
+      lw.k_norm = gguf_tensor(f, p + "attn_k_norm.weight", {HD});
+    }
     lw.ffn_norm = gguf_tensor(f, p + "ffn_norm.weight", {D});
-    lw.w_gate = gguf_tensor(f, p + "ffn_gate.weight", {D, H});
-    lw.w_down = gguf_tensor(f, p + "ffn_down.weight", {H, D});
-    lw.w_up = gguf_tensor(f, p + "ffn_up.weight", {D, H});
+    lw.w_gate = gguf_matrix(f, p + "ffn_gate.weight", D, H);
+    lw.w_down = gguf_matrix(f, p + "ffn_down.weight", H, D);
+    lw.w_up = gguf_matrix(f, p + "ffn_up.weight", D, H);
   }
   w.final_norm = gguf_tensor(f, "output_norm.weight", {D});
   c.tied_classifier = true;
   if (f.find_tensor("output.weight") != nullptr) {
-    std::vector<float> cls = gguf_tensor(f, "output.weight", {D, V});
+    WeightMatrix cls = gguf_matrix(f, "output.weight", D, V);
     // A stored bit-exact copy of the embedding (llama.cpp's convert-llama2c-to-ggml writes one)
     // is a tied classifier.
-    if (std::memcmp(cls.data(), w.token_embedding.data(), cls.size() * sizeof(float)) != 0) {
+    if (!same_matrix(cls, w.token_embedding)) {
       w.classifier = std::move(cls);
       c.tied_classifier = false;
     }
   }
+  m.storage.push_back(std::move(fp));
   return m;
 }
 
-Model load_gguf_model(const std::string& path) {
-  GgufFile f(path);
-  const std::string& arch = f.get_string("general.architecture");
-  // Add qwen2 / qwen3 here (their tensors and RopeStyle::HalfSplit differ).
-  if (arch == "llama") return load_gguf_llama(f);
-  throw Error(fmt::format("{}: unsupported GGUF architecture '{}' (supported: llama)", path, arch));
+}  // namespace
+
+Model load_gguf_model(const std::string& path, bool load_tokenizer) {
+  auto f = std::make_shared<GgufFile>(path);
+  const std::string& arch = f->get_string("general.architecture");
+  if (arch == "llama" || arch == "qwen2" || arch == "qwen3") return load_gguf_decoder(f, arch, load_tokenizer);
+  throw Error(fmt::format("{}: unsupported GGUF architecture '{}' (supported: llama, qwen2, qwen3)", path, arch));
 }
+
+namespace {
 
 std::string find_llama2c_tokenizer(const std::string& model_path) {
   namespace fs = std::filesystem;
@@ -206,6 +260,13 @@ std::string find_llama2c_tokenizer(const std::string& model_path) {
 }  // namespace
 
 Model load_model(const std::string& path, const std::string& tokenizer_path) {
+  if (is_hf_checkpoint_dir(path)) {
+    if (!tokenizer_path.empty()) {
+      throw Error(fmt::format("{}: a Hugging Face checkpoint folder uses its tokenizer.json; drop the "
+                              "tokenizer option ({})", path, tokenizer_path));
+    }
+    return load_hf_model(path);
+  }
   if (ends_with_ci(path, ".gguf")) {
     if (!tokenizer_path.empty()) {
       throw Error(fmt::format("{}: a GGUF model carries its own vocabulary; drop the tokenizer option "
@@ -227,7 +288,11 @@ long long parameter_count(const ModelConfig& c) {
   const long long D = c.dim, H = c.hidden_dim, V = c.vocab_size;
   const long long per_layer = 2 * D + static_cast<long long>(c.q_dim()) * D +
                               2LL * c.kv_dim() * D + D * c.q_dim() + 3 * H * D;
-  long long n = V * D + c.n_layers * per_layer + D;
+  long long extra = 0;  // biases and QK norms
+  if (c.attention_qkv_bias) extra += c.q_dim() + 2LL * c.kv_dim();
+  if (c.attention_out_bias) extra += D;
+  if (c.qk_norm) extra += 2LL * c.head_dim;
+  long long n = V * D + c.n_layers * (per_layer + extra) + D;
   if (!c.tied_classifier) n += V * D;
   return n;
 }

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "io/error.h"
 #include "ops/attention.h"
+#include "ops/dequant.h"
 #include "ops/matmul.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
@@ -25,6 +27,27 @@ void check_size(const std::vector<float>& v, std::size_t expected, const char* w
                               v.size(), expected));
     throw Error(fmt::format("model weights: {} has {} floats, expected {}", what, v.size(),
                             expected));
+  }
+}
+
+void check_matrix(const WeightMatrix& w, std::size_t rows, std::size_t cols, const char* what,
+                  int layer) {
+  const std::string where = layer >= 0 ? fmt::format("layer {} {}", layer, what) : std::string(what);
+  if (w.is_view()) {
+    if (static_cast<std::size_t>(w.rows()) != rows || static_cast<std::size_t>(w.cols()) != cols)
+      throw Error(fmt::format("model weights: {} is {} x {}, expected {} x {}", where, w.rows(),
+                              w.cols(), rows, cols));
+  } else if (w.size() != rows * cols) {
+    throw Error(fmt::format("model weights: {} has {} floats, expected {}", where, w.size(),
+                            rows * cols));
+  }
+}
+
+void add_bias(float* y, const std::vector<float>& b, int n) {
+  const std::size_t m = b.size();
+  for (int i = 0; i < n; ++i) {
+    float* row = y + static_cast<std::size_t>(i) * m;
+    for (std::size_t j = 0; j < m; ++j) row[j] += b[j];
   }
 }
 
@@ -58,25 +81,36 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights)
   if (!(c.norm_eps >= 0.0f) || !(c.rope_theta > 0.0f) || !std::isfinite(c.rope_theta))
     throw Error(fmt::format("model config: bad norm_eps {} or rope_theta {}", c.norm_eps,
                             c.rope_theta));
+  {
+    std::vector<float> inv(static_cast<std::size_t>(c.head_dim / 2));
+    rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling, inv.data());  // validates scaling
+  }
   const std::size_t dim = c.dim, hid = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim(),
                     vocab = c.vocab_size;
-  check_size(weights_.token_embedding, vocab * dim, "token_embedding", -1);
+  check_matrix(weights_.token_embedding, vocab, dim, "token_embedding", -1);
   check_size(weights_.final_norm, dim, "final_norm", -1);
-  if (!weights_.classifier.empty()) check_size(weights_.classifier, vocab * dim, "classifier", -1);
+  if (!weights_.classifier.empty()) check_matrix(weights_.classifier, vocab, dim, "classifier", -1);
   if (static_cast<int>(weights_.layers.size()) != c.n_layers)
     throw Error(fmt::format("model weights: {} layers, config says {}", weights_.layers.size(),
                             c.n_layers));
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
     check_size(w.attn_norm, dim, "attn_norm", l);
-    check_size(w.wq, qd * dim, "wq", l);
-    check_size(w.wk, kvd * dim, "wk", l);
-    check_size(w.wv, kvd * dim, "wv", l);
-    check_size(w.wo, dim * qd, "wo", l);
+    check_matrix(w.wq, qd, dim, "wq", l);
+    check_matrix(w.wk, kvd, dim, "wk", l);
+    check_matrix(w.wv, kvd, dim, "wv", l);
+    check_matrix(w.wo, dim, qd, "wo", l);
     check_size(w.ffn_norm, dim, "ffn_norm", l);
-    check_size(w.w_gate, hid * dim, "w_gate", l);
-    check_size(w.w_up, hid * dim, "w_up", l);
-    check_size(w.w_down, dim * hid, "w_down", l);
+    check_matrix(w.w_gate, hid, dim, "w_gate", l);
+    check_matrix(w.w_up, hid, dim, "w_up", l);
+    check_matrix(w.w_down, dim, hid, "w_down", l);
+    const std::size_t hdim = c.head_dim;
+    check_size(w.bq, c.attention_qkv_bias ? qd : 0, "bq", l);
+    check_size(w.bk, c.attention_qkv_bias ? kvd : 0, "bk", l);
+    check_size(w.bv, c.attention_qkv_bias ? kvd : 0, "bv", l);
+    check_size(w.bo, c.attention_out_bias ? dim : 0, "bo", l);
+    check_size(w.q_norm, c.qk_norm ? hdim : 0, "q_norm", l);
+    check_size(w.k_norm, c.qk_norm ? hdim : 0, "k_norm", l);
   }
 }
 
@@ -134,18 +168,25 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
         *v = ws.v.data(), *att = ws.att.data(), *proj = ws.proj.data(), *hb = ws.hb.data(),
         *hb2 = ws.hb2.data();
 
-  for (int i = 0; i < n; ++i) {
-    const float* e = weights_.token_embedding.data() + static_cast<std::size_t>(tokens[i]) * dim;
-    std::copy(e, e + dim, x + static_cast<std::size_t>(i) * dim);
-  }
-  rope_angles(first_pos, n, hd, c.rope_theta, ws.cos.data(), ws.sin.data());
+  for (int i = 0; i < n; ++i)
+    weight_row_f32(weights_.token_embedding, tokens[i], dim, x + static_cast<std::size_t>(i) * dim);
+  rope_angles(first_pos, n, hd, c.rope_theta, c.rope_scaling, ws.cos.data(), ws.sin.data());
 
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
     rmsnorm(x, w.attn_norm.data(), xn, n, dim, c.norm_eps);
-    matmul_wt(xn, w.wq.data(), q, n, dim, qd);
-    matmul_wt(xn, w.wk.data(), k, n, dim, kvd);
-    matmul_wt(xn, w.wv.data(), v, n, dim, kvd);
+    matmul_wt(xn, w.wq, q, n, dim, qd);
+    matmul_wt(xn, w.wk, k, n, dim, kvd);
+    matmul_wt(xn, w.wv, v, n, dim, kvd);
+    if (c.attention_qkv_bias) {
+      add_bias(q, w.bq, n);
+      add_bias(k, w.bk, n);
+      add_bias(v, w.bv, n);
+    }
+    if (c.qk_norm) {  // Qwen3: RMSNorm over each head's head_dim values, before RoPE
+      rmsnorm(q, w.q_norm.data(), q, n * c.n_heads, hd, c.norm_eps);
+      rmsnorm(k, w.k_norm.data(), k, n * c.n_kv_heads, hd, c.norm_eps);
+    }
     apply_rope(q, n, c.n_heads, hd, ws.cos.data(), ws.sin.data(), c.rope_style);
     apply_rope(k, n, c.n_kv_heads, hd, ws.cos.data(), ws.sin.data(), c.rope_style);
     if (options.observer) options.observer->on_queries(l, q, n, first_pos);
@@ -166,14 +207,15 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
     }
     causal_attention(q, n, c.n_heads, c.n_kv_heads, hd, ws.views.data(), att);
 
-    matmul_wt(att, w.wo.data(), proj, n, qd, dim);
+    matmul_wt(att, w.wo, proj, n, qd, dim);
+    if (c.attention_out_bias) add_bias(proj, w.bo, n);
     for (std::size_t i = 0; i < N * dim; ++i) x[i] += proj[i];
 
     rmsnorm(x, w.ffn_norm.data(), xn, n, dim, c.norm_eps);
-    matmul_wt(xn, w.w_gate.data(), hb, n, dim, hid);
-    matmul_wt(xn, w.w_up.data(), hb2, n, dim, hid);
+    matmul_wt(xn, w.w_gate, hb, n, dim, hid);
+    matmul_wt(xn, w.w_up, hb2, n, dim, hid);
     swiglu(hb, hb2, static_cast<long>(N) * hid);
-    matmul_wt(hb, w.w_down.data(), proj, n, hid, dim);
+    matmul_wt(hb, w.w_down, proj, n, hid, dim);
     for (std::size_t i = 0; i < N * dim; ++i) x[i] += proj[i];
   }
   cache.next_position = first_pos + n;
@@ -185,7 +227,7 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
   float* xr = x + static_cast<std::size_t>(first_row) * dim;
   rmsnorm(xr, weights_.final_norm.data(), xn, rows, dim, c.norm_eps);
   logits.resize(static_cast<std::size_t>(rows) * c.vocab_size);
-  matmul_wt(xn, weights_.classifier_data(), logits.data(), rows, dim, c.vocab_size);
+  matmul_wt(xn, weights_.classifier_matrix(), logits.data(), rows, dim, c.vocab_size);
   return logits;
 }
 

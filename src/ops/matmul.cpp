@@ -1,6 +1,14 @@
 #include "ops/matmul.h"
 
 #include <cblas.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "io/error.h"
+#include "ops/dequant.h"
 
 namespace kvcompact {
 
@@ -9,6 +17,49 @@ void matmul_wt(const float* X, const float* W, float* Y, int n, int in, int out)
   // Row-major: Y[n, out] = X[n, in] * W[out, in]^T.
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, X, in, W, in, 0.0f, Y,
               out);
+}
+
+namespace {
+void check_shape(const WeightMatrix& W, int in, int out) {
+  const bool ok = W.is_view() ? (W.rows() == out && W.cols() == in)
+                              : W.size() == static_cast<std::size_t>(out) * static_cast<std::size_t>(in);
+  if (!ok)
+    throw Error(fmt::format("matmul: weight matrix is {} ({} x {}, {} values), expected {} x {}",
+                            weight_type_name(W.type()), W.rows(), W.cols(), W.size(), out, in));
+}
+}  // namespace
+
+void matmul_wt(const float* X, const WeightMatrix& W, float* Y, int n, int in, int out) {
+  check_shape(W, in, out);
+  if (n <= 0 || out <= 0) return;
+  if (W.type() == WeightType::F32) return matmul_wt(X, W.data(), Y, n, in, out);
+  const std::size_t row_bytes = weight_row_bytes(W.type(), in);
+  // Rows per block: about 4 MiB of float32 scratch, at least 16 rows.
+  const int block = std::max(16, std::min(out, static_cast<int>((std::size_t{1} << 20) / std::max(in, 1))));
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < static_cast<std::size_t>(block) * in) scratch.resize(static_cast<std::size_t>(block) * in);
+  float* S = scratch.data();
+  const std::uint8_t* base = W.bytes();
+  for (int r0 = 0; r0 < out; r0 += block) {
+    const int m = std::min(block, out - r0);
+#pragma omp parallel for schedule(static) if (static_cast<long>(m) * in >= (1L << 15))
+    for (int r = 0; r < m; ++r)
+      dequantize_row(W.type(), base + static_cast<std::size_t>(r0 + r) * row_bytes,
+                     S + static_cast<std::size_t>(r) * in, in);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, m, in, 1.0f, X, in, S, in, 0.0f, Y + r0,
+                out);
+  }
+}
+
+void matmul_wt_typed_ref(const float* X, const WeightMatrix& W, float* Y, int n, int in, int out) {
+  check_shape(W, in, out);
+  for (int i = 0; i < n; ++i)
+    for (int o = 0; o < out; ++o) {
+      double acc = 0.0;
+      for (int k = 0; k < in; ++k)
+        acc += static_cast<double>(X[static_cast<std::size_t>(i) * in + k]) * weight_element_ref(W, o, k, in);
+      Y[static_cast<std::size_t>(i) * out + o] = static_cast<float>(acc);
+    }
 }
 
 }  // namespace kvcompact

@@ -12,6 +12,17 @@ namespace kvcompact {
 void rope_angles(int first_position, int n, int head_dim, float theta, float* cos_out,
                  float* sin_out);
 
+/// Inverse frequencies inv_freq[head_dim/2] with scaling (see RopeScaling in model/config.h).
+/// RopeScalingType::None gives 1 / theta^(2j/head_dim) computed in float as rope_angles does;
+/// Linear and Llama3 apply the Hugging Face formulas (in double, rounded to float). Throws Error
+/// for a non-positive factor or, for Llama3, high_freq_factor <= low_freq_factor.
+void rope_inv_freq(int head_dim, float theta, const RopeScaling& scaling, float* inv_freq);
+
+/// rope_angles with scaled frequencies: entry (i, j) is cos/sin of (first_position+i) *
+/// inv_freq_j (rope_inv_freq). With RopeScalingType::None identical to rope_angles.
+void rope_angles(int first_position, int n, int head_dim, float theta, const RopeScaling& scaling,
+                 float* cos_out, float* sin_out);
+
 /// Rotates every head of x in place. x: [n, n_heads * head_dim], row i at the angles of row i of
 /// cos/sin ([n, head_dim/2], from rope_angles). Pair j of a head is
 ///   Interleaved: (2j, 2j+1)          (Meta Llama, llama2.c, GGUF `llama`),

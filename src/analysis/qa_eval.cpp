@@ -1,0 +1,319 @@
+#include "analysis/qa_eval.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "analysis/continuation_nll.h"
+#include "compaction/head_compaction.h"
+#include "io/atomic_file.h"
+#include "io/error.h"
+#include "io/text_documents.h"
+#include "model/generate_from_cache.h"
+#include "model/model_fingerprint.h"
+#include "model/sampler.h"
+#include "model/transformer.h"
+
+namespace kvcompact {
+namespace {
+
+std::string fill_template(const std::string& tmpl, const std::string& question) {
+  const std::size_t at = tmpl.find("{question}");
+  if (at == std::string::npos) return tmpl + question;
+  return tmpl.substr(0, at) + question + tmpl.substr(at + 10);
+}
+
+/// The cache after context + prompt, and the logits predicting the first token after the prompt.
+struct PromptState {
+  KVCache cache;
+  std::vector<float> logits;
+};
+
+PromptState feed_prompt(const Transformer& tr, const KVCache& cache, std::span<const float> last_logits,
+                        std::span<const int> prompt) {
+  PromptState s{cache, std::vector<float>(last_logits.begin(), last_logits.end())};
+  if (!prompt.empty()) {
+    ForwardOptions opt;
+    opt.logits = LogitsMode::Last;
+    s.logits = tr.forward(prompt, s.cache, opt);
+  }
+  return s;
+}
+
+std::vector<double> option_lls(const Transformer& tr, const PromptState& s,
+                               const std::vector<std::vector<int>>& option_tokens) {
+  std::vector<double> ll;
+  for (const auto& ot : option_tokens) ll.push_back(-continuation_nll(tr, s.cache, s.logits, ot).total_nll);
+  return ll;
+}
+
+std::vector<std::vector<int>> encode_options(const Tokenizer& tok, const std::vector<std::string>& options) {
+  std::vector<std::vector<int>> out;
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    out.push_back(tok.encode(options[i], /*add_bos=*/false));
+    if (out.back().empty()) throw Error(fmt::format("qa-eval: option {} encodes to no tokens", i + 1));
+  }
+  return out;
+}
+
+/// The on-disk reference-answer cache: one JSON file per model fingerprint.
+class AnswerStore {
+ public:
+  AnswerStore(const std::string& dir, uint64_t fingerprint, int vocab) : vocab_(vocab) {
+    if (dir.empty()) return;
+    path_ = (std::filesystem::path(dir) / fmt::format("qa_answers_{:016x}.json", fingerprint)).string();
+    fp_ = fingerprint_hex(fingerprint);
+    std::error_code ec;
+    if (!std::filesystem::exists(path_, ec)) return;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(read_text_file(path_));
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("{}: invalid JSON in the answers cache ({})", path_, e.what()));
+    }
+    if (!j.is_object() || j.value("model_fingerprint", "") != fp_ || !j.contains("answers") ||
+        !j["answers"].is_object())
+      throw Error(fmt::format("{}: not an answers cache for model fingerprint {}", path_, fp_));
+    for (const auto& [key, v] : j["answers"].items()) {
+      QaReferenceAnswer a;
+      try {
+        a.tokens = v.at("tokens").get<std::vector<int>>();
+        a.text = v.at("text").get<std::string>();
+      } catch (const nlohmann::json::exception&) {
+        throw Error(fmt::format("{}: answer {} lacks 'tokens' or 'text'", path_, key));
+      }
+      if (a.tokens.empty()) throw Error(fmt::format("{}: answer {} has no tokens", path_, key));
+      for (int t : a.tokens)
+        if (t < 0 || t >= vocab_)
+          throw Error(fmt::format("{}: answer {} has token id {} outside the vocabulary of {}", path_, key, t, vocab_));
+      answers_[key] = std::move(a);
+    }
+  }
+  const QaReferenceAnswer* find(const std::string& key) const {
+    auto it = answers_.find(key);
+    return it == answers_.end() ? nullptr : &it->second;
+  }
+  void put(const std::string& key, const QaReferenceAnswer& a) {
+    answers_[key] = a;
+    dirty_ = true;
+  }
+  void save() {
+    if (path_.empty() || !dirty_) return;
+    nlohmann::json j;
+    j["model_fingerprint"] = fp_;
+    j["answers"] = nlohmann::json::object();
+    for (const auto& [k, a] : answers_) j["answers"][k] = {{"tokens", a.tokens}, {"text", a.text}};
+    write_file_atomic(path_, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    dirty_ = false;
+  }
+
+ private:
+  int vocab_;
+  std::string path_, fp_;
+  bool dirty_ = false;
+  std::map<std::string, QaReferenceAnswer> answers_;
+};
+
+std::string answer_key(const std::string& article, const std::string& prompt, int max_tokens,
+                       std::size_t context_tokens) {
+  uint64_t h = fnv1a64(article.data(), article.size());
+  const char sep = 0;
+  h = fnv1a64(&sep, 1, h);
+  h = fnv1a64(prompt.data(), prompt.size(), h);
+  h = fnv1a64(&sep, 1, h);
+  const int32_t m[2] = {max_tokens, static_cast<int32_t>(context_tokens)};
+  h = fnv1a64(m, sizeof m, h);
+  return fmt::format("{:016x}", h);
+}
+
+struct RowAcc {
+  std::vector<double> nll, delta;
+  int correct = 0;
+  double entries = 0, bytes = 0;
+};
+
+}  // namespace
+
+int best_option(const std::vector<double>& ll) {
+  if (ll.empty()) throw Error("qa-eval: no options to choose from");
+  return static_cast<int>(std::max_element(ll.begin(), ll.end()) - ll.begin());
+}
+
+std::vector<double> option_log_likelihoods(const Transformer& transformer, const Tokenizer& tokenizer,
+                                           const KVCache& cache, std::span<const float> last_logits,
+                                           std::span<const int> prompt_tokens,
+                                           const std::vector<std::string>& options) {
+  const PromptState s = feed_prompt(transformer, cache, last_logits, prompt_tokens);
+  return option_lls(transformer, s, encode_options(tokenizer, options));
+}
+
+QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& articles,
+                         const QaEvalOptions& options) {
+  if (articles.empty()) throw Error("qa-eval: no articles");
+  if (options.methods.empty()) throw Error("qa-eval: no methods given");
+  if (options.ratios.empty()) throw Error("qa-eval: no ratios given");
+  if (options.max_answer_tokens < 1)
+    throw Error(fmt::format("--max-answer-tokens {} must be >= 1", options.max_answer_tokens));
+  if (options.max_context_tokens < 0 || options.max_context_tokens == 1)
+    throw Error(fmt::format("--max-context-tokens {} must be 0 (automatic) or >= 2", options.max_context_tokens));
+  for (double r : options.ratios) kept_entries(r, 1);  // validates
+  std::vector<CompactionMethod> methods;
+  for (const auto& m : options.methods) methods.push_back(parse_compaction_method(m));
+
+  const Transformer tr(model.config, model.weights);
+  const Tokenizer& tok = *model.tokenizer;
+  const uint64_t fp = model_fingerprint(model.config, model.weights);
+  AnswerStore store(options.answers_cache_dir, fp, model.config.vocab_size);
+  const std::size_t n_rows = 1 + methods.size() * options.ratios.size();
+  std::vector<RowAcc> acc(n_rows);
+  QaEvalResult res;
+  double context_sum = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+
+  for (std::size_t ai = 0; ai < articles.size(); ++ai) {
+    const QaArticle& art = articles[ai];
+    const std::string& tmpl = art.prompt_template.empty() ? options.prompt_template : art.prompt_template;
+    // Encode prompts and options first: they set the room the context must leave.
+    std::vector<std::string> prompts;
+    std::vector<std::vector<int>> prompt_ids;
+    std::vector<std::vector<std::vector<int>>> option_ids;
+    int room = 0;
+    for (std::size_t q = 0; q < art.questions.size(); ++q) {
+      prompts.push_back(fill_template(tmpl, art.questions[q].question));
+      prompt_ids.push_back(tok.encode(prompts.back(), /*add_bos=*/false));
+      try {
+        option_ids.push_back(encode_options(tok, art.questions[q].options));
+      } catch (const Error& e) {
+        throw Error(fmt::format("article {} (line {}) question {}: {}", art.id, art.line, q + 1, e.what()));
+      }
+      int longest = options.max_answer_tokens + 1;
+      for (const auto& o : option_ids.back()) longest = std::max(longest, static_cast<int>(o.size()));
+      room = std::max(room, static_cast<int>(prompt_ids.back().size()) + longest);
+    }
+    std::vector<int> ids = tok.encode(art.article, /*add_bos=*/true);
+    int budget = options.max_context_tokens;
+    if (budget == 0 && model.config.max_seq_len > 0) budget = model.config.max_seq_len - room;
+    if (budget > 0 && static_cast<int>(ids.size()) > budget) {
+      if (budget < 2)
+        throw Error(fmt::format("article {} (line {}): its questions need {} of the model's {} positions, "
+                                "leaving no room for the context", art.id, art.line, room, model.config.max_seq_len));
+      res.notes.push_back(fmt::format("article {}: context truncated from {} to {} tokens (max_seq_len {}, "
+                                      "{} kept for question and answer)", art.id, ids.size(), budget,
+                                      model.config.max_seq_len, room));
+      ids.resize(static_cast<std::size_t>(budget));
+    }
+    if (ids.size() < 2) throw Error(fmt::format("article {} (line {}): context has fewer than 2 tokens", art.id, art.line));
+    context_sum += static_cast<double>(ids.size());
+
+    ContextPrefill prefill = repeat_prefill(tr, tok, ids);
+    std::vector<KVCache> caches;
+    caches.push_back(prefill.cache);
+    for (std::size_t mi = 0; mi < methods.size(); ++mi) {
+      for (double ratio : options.ratios) {
+        CompactionOptions co;
+        co.method = methods[mi];
+        co.ratio = ratio;
+        co.seed = options.seed + ai;
+        co.am = options.am;
+        caches.push_back(compact_cache(prefill.cache, prefill.queries, co));
+      }
+    }
+    for (std::size_t r = 0; r < n_rows; ++r) {
+      acc[r].entries += static_cast<double>(caches[r].total_entries());
+      acc[r].bytes += static_cast<double>(caches[r].bytes());
+    }
+
+    for (std::size_t q = 0; q < art.questions.size(); ++q) {
+      // (a) the reference answer, from the uncompacted model.
+      const std::string key = answer_key(art.article, prompts[q], options.max_answer_tokens, ids.size());
+      QaReferenceAnswer ref;
+      if (const QaReferenceAnswer* hit = store.find(key)) {
+        ref = *hit;
+        ++res.answers_reused;
+      } else {
+        KVCache c = prefill.cache;
+        Sampler greedy(model.config.vocab_size, 0.0f, 1.0f, 1);
+        ContinueOptions copt;
+        copt.max_new_tokens = options.max_answer_tokens;
+        copt.stop_at_newline = true;
+        int stop = -1;
+        GenerationResult g = generate_from_cache(tr, tok, c, prefill.last_logits, ids.back(), prompts[q],
+                                                 greedy, copt, {}, &stop);
+        ref.tokens = g.generated;
+        if (stop >= 0) ref.tokens.push_back(stop);
+        ref.text = tok.decode(g.generated);
+        store.put(key, ref);
+        ++res.answers_generated;
+      }
+      res.reference_answers.push_back(ref);
+
+      std::vector<QaQuestionScore> scores;
+      for (std::size_t r = 0; r < n_rows; ++r) {
+        const PromptState s = feed_prompt(tr, caches[r], prefill.last_logits, prompt_ids[q]);
+        QaQuestionScore sc;
+        sc.answer_nll = continuation_nll(tr, s.cache, s.logits, ref.tokens).mean_nll();
+        sc.mc_choice = best_option(option_lls(tr, s, option_ids[q])) + 1;
+        sc.mc_correct = sc.mc_choice == art.questions[q].gold_label;
+        if (!std::isfinite(sc.answer_nll))
+          throw Error(fmt::format("article {} question {}: non-finite answer NLL", art.id, q + 1));
+        scores.push_back(sc);
+        acc[r].nll.push_back(sc.answer_nll);
+        acc[r].delta.push_back(sc.answer_nll - scores[0].answer_nll);
+        acc[r].correct += sc.mc_correct ? 1 : 0;
+      }
+      res.per_question.push_back(std::move(scores));
+      ++res.questions;
+    }
+    store.save();
+    if (options.progress)
+      std::fprintf(stderr, "qa-eval: article %zu/%zu (%zu context tokens, %zu questions), %.1f s\n", ai + 1,
+                   articles.size(), ids.size(), art.questions.size(),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+
+  res.articles = static_cast<int>(articles.size());
+  res.mean_context_tokens = context_sum / res.articles;
+  const double A = res.articles;
+  auto fill_row = [&](QaEvalRow& row, const RowAcc& a) {
+    const double n = static_cast<double>(a.nll.size());
+    row.questions = static_cast<int>(a.nll.size());
+    if (n == 0) return;
+    double s = 0, d = 0;
+    for (double x : a.nll) s += x;
+    for (double x : a.delta) d += x;
+    row.answer_nll_mean = s / n;
+    row.delta_answer_nll_mean = d / n;
+    double ss = 0;
+    for (double x : a.delta) ss += (x - row.delta_answer_nll_mean) * (x - row.delta_answer_nll_mean);
+    row.delta_answer_nll_sem = n > 1 ? std::sqrt(ss / (n - 1)) / std::sqrt(n) : 0.0;
+    row.mc_correct = a.correct;
+    row.mc_accuracy = a.correct / n;
+    row.kept_entries = a.entries / A;
+    row.cache_bytes = a.bytes / A;
+  };
+  QaEvalRow full;
+  full.method = "full";
+  full.ratio = 1;
+  fill_row(full, acc[0]);
+  res.rows.push_back(full);
+  std::size_t r = 1;
+  for (const auto& m : options.methods) {
+    for (double ratio : options.ratios) {
+      QaEvalRow row;
+      row.method = m;
+      row.ratio = ratio;
+      fill_row(row, acc[r++]);
+      res.rows.push_back(row);
+    }
+  }
+  return res;
+}
+
+}  // namespace kvcompact

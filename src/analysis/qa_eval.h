@@ -1,0 +1,93 @@
+// QA evaluation of compacted KV caches on long documents (QuALITY-format JSONL).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compaction/compact_cache.h"
+#include "io/qa_dataset.h"
+#include "model/model.h"
+
+namespace kvcompact {
+
+/// Default question prompt (fed without BOS right after the article); "{question}" is replaced.
+inline constexpr const char* kDefaultQaPrompt = "\n\nQuestion: {question}\nAnswer:";
+
+/// Options of a QA evaluation.
+struct QaEvalOptions {
+  std::vector<std::string> methods{"am"};       ///< compaction method names (compact_cache.h)
+  std::vector<double> ratios{0.1, 0.2, 0.5};    ///< keep ratios in [0, 1]
+  int max_answer_tokens = 32;                   ///< reference answer length cap (tokens, >= 1)
+  std::string answers_cache_dir;                ///< where reference answers are cached ("" = none)
+  std::string prompt_template = kDefaultQaPrompt;  ///< used unless an article carries its own
+  int max_context_tokens = 0;  ///< context cap incl. BOS; 0 = max_seq_len minus question room
+  uint64_t seed = 0;           ///< seed of the `random` baseline (+ article index)
+  AttentionMatchingOptions am;
+  bool progress = true;        ///< one line per article on stderr
+};
+
+/// Per-question outcome for one cache (full or compacted).
+struct QaQuestionScore {
+  double answer_nll = 0;   ///< mean NLL of the reference-answer tokens, nats/token
+  int mc_choice = 0;       ///< 1-based option with the highest total log-likelihood
+  bool mc_correct = false;
+};
+
+/// One row: a method and ratio ("full", 1 for the uncompacted cache), aggregated over questions.
+struct QaEvalRow {
+  std::string method;
+  double ratio = 1;
+  int questions = 0;
+  double answer_nll_mean = 0;       ///< nats/token, mean over questions
+  double delta_answer_nll_mean = 0; ///< mean over questions of answer_nll - answer_nll(full)
+  double delta_answer_nll_sem = 0;  ///< its standard error (sample sd / sqrt(n); 0 for n = 1)
+  double mc_accuracy = 0;           ///< fraction of questions whose choice == gold_label
+  int mc_correct = 0;
+  double kept_entries = 0;          ///< mean over articles, summed over heads
+  double cache_bytes = 0;           ///< mean over articles (KVCache::bytes)
+};
+
+/// A reference answer: greedy tokens from the uncompacted model.
+struct QaReferenceAnswer {
+  std::vector<int> tokens;  ///< scored tokens: generated ids, then the stop token (newline/EOS) if any
+  std::string text;         ///< decoded generated text (stop token excluded)
+};
+
+/// The evaluation's result.
+struct QaEvalResult {
+  std::vector<QaEvalRow> rows;  ///< "full" first, then methods x ratios in the order given
+  int articles = 0, questions = 0;
+  int answers_generated = 0, answers_reused = 0;  ///< reference answers made now / read from cache
+  double mean_context_tokens = 0;
+  std::vector<std::string> notes;  ///< e.g. "article X: truncated from N to M tokens"
+  /// Per question (article-major), per row: the scores (same row order as `rows`).
+  std::vector<std::vector<QaQuestionScore>> per_question;
+  std::vector<QaReferenceAnswer> reference_answers;  ///< per question
+};
+
+/// Total log-likelihood (nats, <= 0) of each option [options.size()] after the cache's context
+/// and `prompt_tokens` (no BOS), each option encoded without BOS. Pure function of its inputs.
+std::vector<double> option_log_likelihoods(const Transformer& transformer, const Tokenizer& tokenizer,
+                                           const KVCache& cache, std::span<const float> last_logits,
+                                           std::span<const int> prompt_tokens,
+                                           const std::vector<std::string>& options);
+
+/// Index (0-based) of the largest value; the first one on ties. Throws Error when empty.
+int best_option(const std::vector<double>& log_likelihoods);
+
+/// For each article: context = its text encoded with BOS, truncated to the budget (a note says so);
+/// repeat-prefill (reference queries), then the full cache and each method x ratio compaction.
+/// Per question, prompt = template with {question} replaced, encoded without BOS:
+///  (a) reference answer = greedy continuation of context + prompt by the uncompacted model, up to
+///      max_answer_tokens, stopping at a newline or EOS; made once and cached in
+///      <answers_cache_dir>/qa_answers_<fingerprint>.json keyed by FNV-1a 64 of article text,
+///      prompt, max_answer_tokens and context length (a rerun reuses it). answer_nll = mean NLL of its tokens
+///      given context + prompt over each cache;
+///  (b) multiple choice: the option with the highest total log-likelihood given context + prompt
+///      (best_option of option_log_likelihoods) is compared with gold_label.
+/// Throws Error for bad options, an unreadable answers cache, or a context under 2 tokens.
+QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& articles,
+                         const QaEvalOptions& options);
+
+}  // namespace kvcompact

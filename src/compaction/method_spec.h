@@ -1,0 +1,106 @@
+// Compaction method specs: one string names a method family and its options (Attention Matching,
+// arXiv 2602.16284, and the baselines it is compared with), parsed and validated into MethodSpec;
+// compact_head applies a spec to one KV head.
+//
+// Grammar (no spaces):
+//   spec    := family [ (':' | ',') setting { (':' | ',') setting } ]
+//   setting := key '=' value { ':' arg }        -- a bare token (no '=') is one more argument of
+//                                                  the key before it, e.g. pool=max:5, c2=ridge:1e-4
+//   queries := 'queries=' term { '+' term }     -- runs to the next ',' or the end
+//   term    := source [ ':' cap ] | 'total:' N  -- source in repeat, context, self-study, random
+// Keys may come in any order, each at most once; keys that do not apply to the chosen variant
+// (e.g. score with select=omp, iters with beta=nnls-exact) are errors. Examples:
+//   am                                             (defaults: attn/rms keys, nnls-pg beta, lsq C2)
+//   am:select=omp,beta=nnls-pg:iters=2:lo=-3:hi=3,c2=ridge:1e-4,recent=8
+//   am:select=attn:score=rms:pool=max:5            random   recent   attn-nofit:score=max
+//   snapkv:window=8:pool=max:5   streaming:sink=4   h2o:recent=0.5   pyramidkv:beta=20
+//   am,queries=repeat+context:4096+self-study+random+total:20000
+// to_string gives the canonical form: the family, then only the settings that differ from the
+// defaults, each as its own ','-separated item in the fixed key order of method_help(); it parses
+// back to an equal spec, and equal specs print identically.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compaction/attention_matching.h"
+#include "compaction/head_compaction.h"
+#include "compaction/token_eviction.h"
+
+namespace kvcompact {
+
+/// Method families.
+enum class MethodFamily {
+  Am,         ///< "am": Attention Matching (attention_matching.h)
+  Random,     ///< "random": t random keys (seeded), beta 0, original values
+  Recent,     ///< "recent": the last t keys
+  AttnNoFit,  ///< "attn-nofit": AM's key selection, beta 0, original values
+  SnapKv,     ///< "snapkv": arXiv 2404.14469
+  Streaming,  ///< "streaming": StreamingLLM, arXiv 2309.17453
+  H2o,        ///< "h2o": arXiv 2306.14048
+  PyramidKv,  ///< "pyramidkv": arXiv 2406.02069 (per-layer budgets, SnapKV selection)
+};
+
+/// Sources of reference queries (implemented by the whole-cache compaction, not here).
+enum class QuerySourceKind { Repeat, Context, SelfStudy, Random };
+
+/// One reference-query source with an optional cap on its number of queries (0 = no cap).
+struct QuerySource {
+  QuerySourceKind kind = QuerySourceKind::Repeat;
+  int cap = 0;
+  bool operator==(const QuerySource&) const = default;
+};
+
+/// The `queries=` field: sources in the order given, and a cap on their total per KV head.
+struct QuerySpec {
+  std::vector<QuerySource> sources{QuerySource{}};  ///< default: repeat, uncapped
+  int total_cap = 50000;                            ///< >= 1
+  bool operator==(const QuerySpec&) const = default;
+};
+
+/// A parsed method. Only the fields of `family` are meaningful; the others keep their defaults.
+struct MethodSpec {
+  MethodFamily family = MethodFamily::Am;
+  AttentionMatchingOptions am;  ///< am; attn-nofit uses select/score/pool/recent (beta 0, V kept)
+  SnapKvOptions snapkv;         ///< snapkv and pyramidkv: window, pool
+  int sink = 4;                 ///< streaming: attention-sink keys (>= 0)
+  double h2o_recent = 0.5;      ///< h2o: fraction of the budget kept as recent keys, [0, 1]
+  double pyramid_beta = 20.0;   ///< pyramidkv: top/bottom budget ratio parameter (>= 1)
+  QuerySpec queries;            ///< am and attn-nofit: where the reference queries come from
+  bool operator==(const MethodSpec&) const = default;
+};
+
+/// Parses and validates a spec (grammar above). Throws Error naming the bad token and listing the
+/// valid families / keys / values.
+MethodSpec parse_method_spec(std::string_view text);
+
+/// Canonical string of a spec (see above).
+std::string to_string(const MethodSpec& spec);
+
+/// "am", "random", "recent", "attn-nofit", "snapkv", "streaming", "h2o" or "pyramidkv".
+std::string method_family_name(MethodFamily family);
+
+/// Multi-line help: every family with its keys, defaults and valid values (`kvcompact methods`).
+std::string method_help();
+
+/// Whether the method needs reference queries (HeadCompactionInput::queries): am, attn-nofit.
+bool uses_reference_queries(const MethodSpec& spec);
+/// Whether the method needs the context queries (HeadCompactionInput::context_queries): snapkv,
+/// h2o, pyramidkv (streaming, random and recent need neither).
+bool uses_context_queries(const MethodSpec& spec);
+
+/// Entries the method keeps for a head of layer `layer` (0-based, of n_layers) when the uniform
+/// budget is t of T: t, except pyramidkv, which keeps pyramid_budgets_for(n_layers, T, t, beta)[layer]
+/// (the same total over the layers). Throws Error unless 0 <= t <= T and 0 <= layer < n_layers.
+int method_budget(const MethodSpec& spec, int t, int T, int layer, int n_layers);
+
+/// The one per-head dispatch: compacts a head with the spec's method to method_budget(spec, t, T,
+/// layer, n_layers) entries. t is the uniform budget (kept_entries(ratio, T)); `seed` is used as
+/// given by `random` (mix layer and head into it). Throws Error on bad input (see each method),
+/// e.g. missing reference / context queries.
+CompactedHead compact_head(const MethodSpec& spec, const HeadCompactionInput& in, int t, int layer,
+                           int n_layers, std::uint64_t seed);
+
+}  // namespace kvcompact

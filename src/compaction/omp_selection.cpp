@@ -1,0 +1,90 @@
+// Orthogonal matching pursuit key selection (see omp_selection.h).
+#include "compaction/omp_selection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <numeric>
+
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include "compaction/head_attention.h"
+#include "io/error.h"
+
+namespace kvcompact {
+
+OmpResult omp_order(const double* E, int n, int T, const double* z, int steps,
+                    const ActiveSetNnlsOptions& nnls) {
+  if (n < 0 || T < 0) throw Error(fmt::format("omp: negative size ({} x {})", n, T));
+  if (steps < 0 || steps > T)
+    throw Error(fmt::format("omp: cannot select {} of {} keys", steps, T));
+  const std::size_t N = static_cast<std::size_t>(n), TT = static_cast<std::size_t>(T);
+  for (std::size_t i = 0; i < N * TT; ++i)
+    if (!std::isfinite(E[i])) throw Error(fmt::format("omp: exp-score entry {} is not finite", i));
+  for (std::size_t i = 0; i < N; ++i)
+    if (!std::isfinite(z[i])) throw Error(fmt::format("omp: target entry {} is not finite", i));
+
+  OmpResult res;
+  const std::size_t K = static_cast<std::size_t>(steps);
+  std::vector<char> chosen(TT, 0);
+  std::vector<double> r(z, z + N), corr(TT, 0.0), col(N), G, Gnew, b, w;
+  std::vector<std::vector<double>> cols;  // selected columns, each [n]
+  for (std::size_t k = 0; k < K; ++k) {
+    // corr = E^T r
+    if (n > 0)
+      cblas_dgemv(CblasRowMajor, CblasTrans, n, T, 1.0, E, T, r.data(), 1, 0.0, corr.data(), 1);
+    std::size_t j = TT;
+    for (std::size_t c = 0; c < TT; ++c)
+      if (!chosen[c] && (j == TT || corr[c] > corr[j])) j = c;
+    chosen[j] = 1;
+    res.order.push_back(static_cast<int>(j));
+    for (std::size_t i = 0; i < N; ++i) col[i] = E[i * TT + j];
+    // Grow the Gram matrix of the selected columns and b = E_S^T z by one row/column.
+    const std::size_t m = k + 1;
+    Gnew.assign(m * m, 0.0);
+    for (std::size_t a = 0; a < k; ++a)
+      for (std::size_t c = 0; c < k; ++c) Gnew[a * m + c] = G[a * k + c];
+    for (std::size_t a = 0; a < k; ++a) {
+      const double g = std::inner_product(cols[a].begin(), cols[a].end(), col.begin(), 0.0);
+      Gnew[a * m + k] = g;
+      Gnew[k * m + a] = g;
+    }
+    Gnew[k * m + k] = std::inner_product(col.begin(), col.end(), col.begin(), 0.0);
+    G.swap(Gnew);
+    b.push_back(std::inner_product(col.begin(), col.end(), z, 0.0));
+    cols.push_back(col);
+    w.push_back(0.0);
+    w = nnls_active_set_gram(G.data(), b.data(), static_cast<int>(m), w, nnls);
+    // r = z - E_S w
+    std::copy(z, z + N, r.begin());
+    for (std::size_t a = 0; a < m; ++a)
+      if (w[a] != 0.0)
+        for (std::size_t i = 0; i < N; ++i) r[i] -= w[a] * cols[a][i];
+  }
+  res.weights = w;
+  return res;
+}
+
+std::vector<int> omp_key_order(const HeadCompactionInput& in, const std::vector<double>& row_max,
+                               const std::vector<double>& target, int key_count, int steps) {
+  validate_head_input(in, "omp key selection");
+  if (key_count < 0 || key_count > in.T || steps < 0 || steps > key_count)
+    throw Error(fmt::format("omp key selection: cannot select {} of the first {} of {} keys", steps,
+                            key_count, in.T));
+  const std::size_t N = static_cast<std::size_t>(in.n_queries), Kc = static_cast<std::size_t>(key_count);
+  if (row_max.size() != N || target.size() != N)
+    throw Error(fmt::format("omp key selection: row max ({}) and target ({}) must have one entry per "
+                            "query ({})",
+                            row_max.size(), target.size(), N));
+  if (steps == 0) return {};
+  if (N == 0) throw Error("omp key selection: no reference queries");
+  std::vector<int> keys(Kc);
+  std::iota(keys.begin(), keys.end(), 0);
+  std::vector<double> E = selected_logits(in, keys);
+  for (std::size_t i = 0; i < N; ++i)
+    for (std::size_t j = 0; j < Kc; ++j) E[i * Kc + j] = std::exp(E[i * Kc + j] - row_max[i]);
+  return omp_order(E.data(), in.n_queries, key_count, target.data(), steps).order;
+}
+
+}  // namespace kvcompact

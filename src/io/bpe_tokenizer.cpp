@@ -1,0 +1,171 @@
+// BPE model of tokenizer.json; see bpe_tokenizer.h.
+#include "io/bpe_tokenizer.h"
+
+#include <fmt/format.h>
+
+#include <queue>
+
+#include "io/error.h"
+#include "io/utf8.h"
+
+namespace kvcompact {
+namespace {
+
+struct ByteMaps {
+  std::array<std::uint32_t, 256> to_cp{};
+  std::array<std::string, 256> to_utf8{};
+  std::unordered_map<std::uint32_t, int> from_cp;
+  ByteMaps() {
+    int n = 0;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      to_cp[b] = printable ? static_cast<std::uint32_t>(b) : static_cast<std::uint32_t>(256 + n++);
+      to_utf8[b] = utf8::encode(to_cp[b]);
+      from_cp[to_cp[b]] = b;
+    }
+  }
+};
+
+const ByteMaps& byte_maps() {
+  static const ByteMaps maps;
+  return maps;
+}
+
+}  // namespace
+
+std::uint32_t byte_to_unicode(unsigned char b) { return byte_maps().to_cp[b]; }
+
+int unicode_to_byte(std::uint32_t cp) {
+  const auto& m = byte_maps().from_cp;
+  auto it = m.find(cp);
+  return it == m.end() ? -1 : it->second;
+}
+
+void append_byte_level(std::string& out, std::string_view bytes) {
+  const auto& m = byte_maps().to_utf8;
+  for (char c : bytes) out += m[static_cast<unsigned char>(c)];
+}
+
+BpeModel::BpeModel(std::unordered_map<std::string, int> vocab,
+                   const std::vector<std::pair<std::string, std::string>>& merges, Options options,
+                   const std::string& source)
+    : vocab_(std::move(vocab)), options_(std::move(options)) {
+  merges_.reserve(merges.size() * 2);
+  for (std::size_t r = 0; r < merges.size(); ++r) {
+    const auto& [a, b] = merges[r];
+    const int ia = token_id(a), ib = token_id(b), im = token_id(a + b);
+    if (ia < 0 || ib < 0) {
+      throw Error(fmt::format("{}: merge {} ('{}' '{}') names a token missing from the vocabulary", source, r, a, b));
+    }
+    if (im < 0) {
+      throw Error(fmt::format("{}: merge {} ('{}' '{}'): merged token missing from the vocabulary", source, r, a, b));
+    }
+    merges_.try_emplace(key(ia, ib), Merge{static_cast<int>(r), im});  // first (lowest) rank wins
+  }
+  for (int b = 0; b < 256; ++b) byte_tokens_[b] = token_id(fmt::format("<0x{:02X}>", b));
+  if (!options_.unk_token.empty()) unk_id_ = token_id(options_.unk_token);
+}
+
+int BpeModel::token_id(std::string_view token) const {
+  auto it = vocab_.find(std::string(token));
+  return it == vocab_.end() ? -1 : it->second;
+}
+
+void BpeModel::add_token(const std::string& token, int id) { vocab_[token] = id; }
+
+void BpeModel::encode_word(std::string_view word, std::vector<int>& out) const {
+  if (word.empty()) return;
+  if (options_.ignore_merges) {
+    if (int id = token_id(word); id >= 0) {
+      out.push_back(id);
+      return;
+    }
+  }
+  const bool cacheable = word.size() <= kMaxCachedWordBytes;
+  std::string w;
+  if (cacheable) {
+    w.assign(word);
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    auto it = cache_.find(w);
+    if (it != cache_.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  std::vector<int> ids;
+  merge_word(word, ids);
+  out.insert(out.end(), ids.begin(), ids.end());
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (cache_.size() >= kMaxCacheEntries) cache_.clear();
+    cache_.emplace(std::move(w), std::move(ids));
+  }
+}
+
+void BpeModel::merge_word(std::string_view word, std::vector<int>& out) const {
+  struct Symbol {
+    int id;          // vocabulary id, -1 when the text is not in the vocabulary
+    int prev, next;  // neighbours, -1 at the ends
+    std::size_t begin, end;  // byte range in word
+    bool alive;
+  };
+  std::vector<Symbol> sym;
+  for (std::size_t i = 0; i < word.size();) {
+    const std::size_t b = i;
+    utf8::next(word, i);
+    const int n = static_cast<int>(sym.size());
+    sym.push_back({token_id(word.substr(b, i - b)), n - 1, -1, b, i, true});
+    if (n > 0) sym[n - 1].next = n;
+  }
+  struct Cand {
+    int rank;
+    int pos;
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> queue;
+  auto lookup = [&](int pos) -> const Merge* {
+    const int nx = sym[pos].next;
+    if (nx < 0 || sym[pos].id < 0 || sym[nx].id < 0) return nullptr;
+    auto it = merges_.find(key(sym[pos].id, sym[nx].id));
+    return it == merges_.end() ? nullptr : &it->second;
+  };
+  for (int p = 0; p + 1 < static_cast<int>(sym.size()); ++p) {
+    if (const Merge* m = lookup(p)) queue.push({m->rank, p});
+  }
+  while (!queue.empty()) {
+    const Cand c = queue.top();
+    queue.pop();
+    if (!sym[c.pos].alive) continue;
+    const Merge* m = lookup(c.pos);
+    if (!m || m->rank != c.rank) continue;  // stale entry
+    const int nx = sym[c.pos].next;
+    sym[c.pos].id = m->id;
+    sym[c.pos].end = sym[nx].end;
+    sym[c.pos].next = sym[nx].next;
+    sym[nx].alive = false;
+    if (sym[c.pos].next >= 0) sym[sym[c.pos].next].prev = c.pos;
+    if (const int pv = sym[c.pos].prev; pv >= 0) {
+      if (const Merge* mp = lookup(pv)) queue.push({mp->rank, pv});
+    }
+    if (const Merge* mn = lookup(c.pos)) queue.push({mn->rank, c.pos});
+  }
+  for (int p = sym.empty() ? -1 : 0; p >= 0; p = sym[p].next) {
+    const Symbol& s = sym[p];
+    if (s.id >= 0) {
+      out.push_back(s.id);
+      continue;
+    }
+    bool fell_back = false;
+    if (options_.byte_fallback) {
+      bool all = true;
+      for (std::size_t i = s.begin; i < s.end; ++i) all = all && byte_tokens_[static_cast<unsigned char>(word[i])] >= 0;
+      if (all) {
+        for (std::size_t i = s.begin; i < s.end; ++i) out.push_back(byte_tokens_[static_cast<unsigned char>(word[i])]);
+        fell_back = true;
+      }
+    }
+    if (!fell_back && unk_id_ >= 0) out.push_back(unk_id_);
+  }
+}
+
+}  // namespace kvcompact

@@ -1,0 +1,110 @@
+// PCRE2 wrapper; see unicode_regex.h.
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "io/unicode_regex.h"
+
+#include <fmt/format.h>
+#include <pcre2.h>
+
+#include "io/error.h"
+#include "io/utf8.h"
+
+namespace kvcompact {
+namespace {
+
+// ECMA-262 WhiteSpace + LineTerminator (what \s matches in a JS RegExp with the u flag).
+constexpr const char* kJsSpaceItems =
+    "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+    "\\x{FEFF}";
+
+}  // namespace
+
+std::string js_whitespace_pattern(std::string_view p) {
+  std::string out;
+  bool in_class = false;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      const char n = p[i + 1];
+      if (n == 's') {
+        out += in_class ? std::string(kJsSpaceItems) : fmt::format("[{}]", kJsSpaceItems);
+      } else if (n == 'S' && !in_class) {
+        out += fmt::format("[^{}]", kJsSpaceItems);
+      } else {
+        out += c;
+        out += n;
+      }
+      ++i;
+      continue;
+    }
+    if (!in_class && c == '[') {
+      in_class = true;
+      out += c;
+      // A ']' right after '[' or '[^' is a literal.
+      if (i + 1 < p.size() && p[i + 1] == '^') { out += '^'; ++i; }
+      if (i + 1 < p.size() && p[i + 1] == ']') { out += ']'; ++i; }
+      continue;
+    }
+    if (in_class && c == ']') in_class = false;
+    out += c;
+  }
+  return out;
+}
+
+struct UnicodeRegex::Impl {
+  pcre2_code* code = nullptr;
+  ~Impl() {
+    if (code) pcre2_code_free(code);
+  }
+};
+
+UnicodeRegex::UnicodeRegex(std::string_view pattern, const std::string& source) : impl_(std::make_unique<Impl>()) {
+  const std::string p = js_whitespace_pattern(pattern);
+  int err = 0;
+  PCRE2_SIZE offset = 0;
+  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(),
+                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &offset, nullptr);
+  if (!impl_->code) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(err, msg, sizeof msg);
+    throw Error(fmt::format("{}: bad regex '{}': {} at offset {}", source, std::string(pattern),
+                            reinterpret_cast<const char*>(msg), static_cast<std::size_t>(offset)));
+  }
+  pcre2_jit_compile(impl_->code, PCRE2_JIT_COMPLETE);  // best effort: falls back to the interpreter
+}
+
+UnicodeRegex::~UnicodeRegex() = default;
+UnicodeRegex::UnicodeRegex(UnicodeRegex&&) noexcept = default;
+UnicodeRegex& UnicodeRegex::operator=(UnicodeRegex&&) noexcept = default;
+
+std::vector<std::pair<std::size_t, std::size_t>> UnicodeRegex::find_all(std::string_view text) const {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(impl_->code, nullptr);
+  if (!md) throw Error("regex: out of memory for match data");
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const int rc = pcre2_match(impl_->code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), start, 0, md,
+                               nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      pcre2_match_data_free(md);
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(rc, msg, sizeof msg);
+      throw Error(fmt::format("regex: match failed: {}", reinterpret_cast<const char*>(msg)));
+    }
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    const std::size_t b = ov[0], e = ov[1];
+    out.emplace_back(b, e);
+    if (e > b) {
+      start = e;
+    } else {
+      if (e >= text.size()) break;
+      std::size_t i = e;
+      utf8::next(text, i);
+      start = i;
+    }
+  }
+  pcre2_match_data_free(md);
+  return out;
+}
+
+}  // namespace kvcompact

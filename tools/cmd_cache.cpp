@@ -1,0 +1,153 @@
+// `kvcompact compact` (save a compacted context cache as a .kvc file) and the `--cache` variants of
+// `generate` and `ppl` that continue from such a file.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+
+#include "analysis/continuation_nll.h"
+#include "cli_model.h"
+#include "compaction/compact_cache.h"
+#include "compaction/reference_queries.h"
+#include "io/error.h"
+#include "io/kvc_file.h"
+#include "io/text_documents.h"
+#include "model/generate_from_cache.h"
+#include "model/model.h"
+#include "model/model_fingerprint.h"
+#include "model/sampler.h"
+#include "model/transformer.h"
+
+namespace kvcompact::cli {
+namespace {
+
+std::string trim(const std::string& s) {
+  const std::size_t a = s.find_first_not_of(" \t\r\n");
+  if (a == std::string::npos) return "";
+  const std::size_t b = s.find_last_not_of(" \t\r\n");
+  return s.substr(a, b - a + 1);
+}
+
+/// Loads a .kvc file and refuses it unless it was made for `model`.
+KvcFile load_cache_for(const Model& model, const std::string& path) {
+  KvcFile f = read_kvc_file(path);
+  check_kvc_model(f, path, model.config, model_fingerprint(model.config, model.weights), model.path);
+  return f;
+}
+
+}  // namespace
+
+Runner register_compact(CLI::App& app, CommonOptions& common) {
+  struct Opts {
+    ModelOptions m;
+    std::string context, method = "am", out;
+    double ratio = 0.1;
+    unsigned long long seed = 0;
+    int nnls_iters = 2;
+    double beta_lo = -3, beta_hi = 3;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("compact", "compact a context's KV cache and save it as a .kvc file");
+  add_model_options(cmd, o->m);
+  cmd->add_option("--context", o->context, "UTF-8 text file: its whole text (trimmed) is one context, encoded with BOS")
+      ->required();
+  cmd->add_option("--ratio", o->ratio, "keep ratio r in [0, 1]");
+  cmd->add_option("--method", o->method, fmt::format("compaction method: {}", fmt::join(compaction_method_names(), ", ")));
+  cmd->add_option("-o,--output", o->out, "the .kvc file to write")->required();
+  cmd->add_option("--seed", o->seed, "seed of the random baseline");
+  cmd->add_option("--nnls-iters", o->nnls_iters, "AM: projected-gradient steps of the beta fit")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--beta-lo", o->beta_lo, "AM: lower bound of beta (nats)");
+  cmd->add_option("--beta-hi", o->beta_hi, "AM: upper bound of beta (nats)");
+  add_common_options(cmd, common);
+  return [o, &common] {
+    CompactionOptions co;
+    co.method = parse_compaction_method(o->method);
+    co.ratio = o->ratio;
+    co.seed = o->seed;
+    co.am.nnls.iters = o->nnls_iters;
+    co.am.nnls.lo = o->beta_lo;
+    co.am.nnls.hi = o->beta_hi;
+    Model model = load_model(o->m.model, o->m.tokenizer);
+    const std::string text = trim(read_text_file(o->context));
+    const std::vector<int> ids = model.tokenizer->encode(text, /*add_bos=*/true);
+    if (ids.size() < 2) throw Error(fmt::format("{}: the context encodes to {} tokens (need at least 2)", o->context, ids.size()));
+    Transformer transformer(model.config, model.weights);
+    ContextPrefill prefill = repeat_prefill(transformer, *model.tokenizer, ids);
+    KvcFile f;
+    f.model_fingerprint = model_fingerprint(model.config, model.weights);
+    f.model_name = std::filesystem::path(model.path).filename().string();
+    f.config = model.config;
+    f.method = compaction_method_name(co.method);
+    f.ratio = co.ratio;
+    f.context_tokens.assign(ids.begin(), ids.end());
+    f.last_logits = prefill.last_logits;
+    f.cache = compact_cache(prefill.cache, prefill.queries, co);
+    write_kvc_file(o->out, f);
+    const auto file_bytes = std::filesystem::file_size(o->out);
+    if (common.json) {
+      print_json({{"output", o->out}, {"context_tokens", ids.size()}, {"method", f.method}, {"ratio", f.ratio},
+                  {"kept_entries", f.cache.total_entries()}, {"full_entries", prefill.cache.total_entries()},
+                  {"cache_bytes", f.cache.bytes()}, {"full_cache_bytes", prefill.cache.bytes()},
+                  {"file_bytes", file_bytes}, {"model_fingerprint", fingerprint_hex(f.model_fingerprint)}});
+    } else {
+      fmt::print("{}: {} context tokens, {} at ratio {}: {} of {} entries kept ({} of {} cache bytes), file {} bytes\n",
+                 o->out, ids.size(), f.method, f.ratio, f.cache.total_entries(), prefill.cache.total_entries(),
+                 f.cache.bytes(), prefill.cache.bytes(), file_bytes);
+    }
+    return 0;
+  };
+}
+
+int run_generate_from_cache(const GenerateFromCacheArgs& a, const CommonOptions& common) {
+  Model model = load_model(a.model, a.tokenizer);
+  KvcFile f = load_cache_for(model, a.cache);
+  Transformer transformer(model.config, model.weights);
+  const uint64_t seed = a.seed ? a.seed : static_cast<uint64_t>(std::time(nullptr));
+  Sampler sampler(model.config.vocab_size, a.temperature, a.top_p, seed);
+  std::function<void(std::string_view)> stream;
+  if (!common.json)
+    stream = [](std::string_view piece) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    };
+  ContinueOptions copt;
+  copt.max_new_tokens = a.steps;
+  GenerationResult r = generate_from_cache(transformer, *model.tokenizer, f.cache, f.last_logits,
+                                           f.context_tokens.back(), a.prompt, sampler, copt, stream);
+  if (common.json) {
+    print_json({{"text", r.text}, {"prompt_tokens", r.prompt_tokens}, {"generated", r.generated},
+                {"context_tokens", f.context_tokens.size()}, {"cache_entries", f.cache.total_entries()},
+                {"method", f.method}, {"ratio", f.ratio}, {"stopped", r.stopped}, {"seed", seed}});
+  } else {
+    std::fputc('\n', stdout);
+  }
+  return 0;
+}
+
+int run_ppl_from_cache(const PplFromCacheArgs& a, const CommonOptions& common) {
+  Model model = load_model(a.model, a.tokenizer);
+  KvcFile f = load_cache_for(model, a.cache);
+  Transformer transformer(model.config, model.weights);
+  std::vector<int> ids = model.tokenizer->encode(trim(read_text_file(a.data)), /*add_bos=*/false);
+  if (ids.empty()) throw Error(fmt::format("{}: the text encodes to no tokens", a.data));
+  if (a.max_tokens > 0) {
+    if (static_cast<long long>(ids.size()) < a.max_tokens)
+      throw Error(fmt::format("{}: has {} tokens; --max-tokens {} needs that many", a.data, ids.size(), a.max_tokens));
+    ids.resize(static_cast<std::size_t>(a.max_tokens));
+  }
+  const NllResult r = continuation_nll(transformer, f.cache, f.last_logits, ids);
+  const double nll = r.mean_nll();
+  if (!std::isfinite(nll)) throw Error(fmt::format("{}: NLL is not finite", a.data));
+  if (common.json) {
+    print_json({{"nll", nll}, {"ppl", std::exp(nll)}, {"tokens", r.tokens}, {"context_tokens", f.context_tokens.size()},
+                {"cache_entries", f.cache.total_entries()}, {"method", f.method}, {"ratio", f.ratio}});
+  } else {
+    fmt::print("nll {:.6f} nats/token, perplexity {:.4f} over {} tokens after a {}-token context ({} at ratio {}, {} cache entries)\n",
+               nll, std::exp(nll), r.tokens, f.context_tokens.size(), f.method, f.ratio, f.cache.total_entries());
+  }
+  return 0;
+}
+
+}  // namespace kvcompact::cli

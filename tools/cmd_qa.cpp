@@ -1,0 +1,136 @@
+// `kvcompact qa-eval` (QA on long documents over compacted caches) and `kvcompact make-cloze`.
+#include <fmt/format.h>
+
+#include <string>
+
+#include "analysis/cloze_generator.h"
+#include "analysis/qa_eval.h"
+#include "cli_model.h"
+#include "io/atomic_file.h"
+#include "io/error.h"
+#include "io/qa_dataset.h"
+#include "io/text_documents.h"
+#include "model/model.h"
+#include "report/table.h"
+
+namespace kvcompact::cli {
+
+Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
+  struct Opts {
+    ModelOptions m;
+    std::string data, ratios = "0.1,0.2,0.5", methods = "am,random,recent,attn-nofit";
+    std::string answers_cache, csv, prompt_template = kDefaultQaPrompt;
+    int max_answer_tokens = 32, max_context_tokens = 0;
+    unsigned long long seed = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand(
+      "qa-eval", "multiple-choice accuracy and reference-answer NLL on long documents over compacted caches");
+  add_model_options(cmd, o->m);
+  cmd->add_option("--data", o->data, "QuALITY-format JSONL: one article per line with questions, options, gold_label")
+      ->required();
+  cmd->add_option("--ratios", o->ratios, "keep ratios r in [0, 1], comma-separated");
+  cmd->add_option("--methods", o->methods, fmt::format("comma-separated: {}", fmt::join(compaction_method_names(), ", ")));
+  cmd->add_option("--answers-cache", o->answers_cache,
+                  "folder for the reference answers of the uncompacted model (reused on rerun)");
+  cmd->add_option("--max-answer-tokens", o->max_answer_tokens, "reference answer length cap (tokens)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-context-tokens", o->max_context_tokens,
+                  "truncate each article to N tokens (BOS included); 0 = the model's max_seq_len minus question room");
+  cmd->add_option("--prompt-template", o->prompt_template,
+                  "question prompt fed after the article (no BOS); {question} is replaced; articles may carry their own");
+  cmd->add_option("--seed", o->seed, "seed of the random baseline");
+  cmd->add_option("--csv", o->csv, "also write the table as CSV to this file");
+  add_common_options(cmd, common);
+  return [o, &common] {
+    QaEvalOptions opt;
+    opt.ratios = parse_number_list("--ratios", o->ratios);
+    opt.methods = split_list(o->methods);
+    for (const auto& name : opt.methods) parse_compaction_method(name);  // validate before loading
+    opt.answers_cache_dir = o->answers_cache;
+    opt.max_answer_tokens = o->max_answer_tokens;
+    opt.max_context_tokens = o->max_context_tokens;
+    opt.prompt_template = o->prompt_template;
+    opt.seed = o->seed;
+    const std::vector<QaArticle> articles = read_qa_jsonl(o->data);
+    Model model = load_model(o->m.model, o->m.tokenizer);
+    const QaEvalResult r = run_qa_eval(model, articles, opt);
+
+    Table table({"method", "ratio", "questions", "answer_nll_mean", "delta_answer_nll_mean",
+                 "delta_answer_nll_sem", "mc_accuracy", "kept_entries", "cache_bytes"},
+                4);
+    for (const auto& row : r.rows)
+      table.add_row({row.method, row.ratio, row.questions, row.answer_nll_mean, row.delta_answer_nll_mean,
+                     row.delta_answer_nll_sem, row.mc_accuracy, row.kept_entries, row.cache_bytes});
+    if (!o->csv.empty()) write_file_atomic(o->csv, table.to_csv());
+    if (common.json) {
+      print_json({{"model", model.path},
+                  {"data", o->data},
+                  {"articles", r.articles},
+                  {"questions", r.questions},
+                  {"mean_context_tokens", r.mean_context_tokens},
+                  {"answers_generated", r.answers_generated},
+                  {"answers_reused", r.answers_reused},
+                  {"notes", r.notes},
+                  {"units", {{"nll", "nats/token"}, {"bytes", "bytes"}}},
+                  {"rows", table.to_json()}});
+    } else {
+      for (const auto& n : r.notes) fmt::print("note: {}\n", n);
+      fmt::print("{} articles, {} questions, mean context {:.1f} tokens; reference answers: {} generated, {} reused\n",
+                 r.articles, r.questions, r.mean_context_tokens, r.answers_generated, r.answers_reused);
+      fmt::print("answer_nll: mean NLL of the full model's greedy answer (nats/token); delta = compacted - full, "
+                 "mean +- SEM over questions; mc_accuracy: highest-likelihood option == gold\n\n");
+      fmt::print("{}", table.to_text());
+    }
+    return 0;
+  };
+}
+
+Runner register_make_cloze(CLI::App& app, CommonOptions& common) {
+  struct Opts {
+    std::string data, out;
+    ModelOptions m;
+    ClozeOptions c;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("make-cloze", "make a small cloze multiple-choice QA set (QuALITY JSONL) from stories");
+  cmd->add_option("--data", o->data, "UTF-8 text; stories are separated by blank lines")->required();
+  cmd->add_option("--articles", o->c.articles, "articles to make")->check(CLI::PositiveNumber);
+  cmd->add_option("--stories-per-article", o->c.stories_per_article, "consecutive stories per article")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--questions", o->c.questions, "questions per article")->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", o->c.seed, "random seed (same seed, same file)");
+  cmd->add_option("--model", o->m.model, "count article tokens with this model's tokenizer (else a byte budget)");
+  cmd->add_option("--tokenizer", o->m.tokenizer, "llama2.c tokenizer.bin for --model");
+  cmd->add_option("--max-article-tokens", o->c.max_article_tokens, "token budget of an article, BOS included (with --model)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-article-chars", o->c.max_article_chars, "byte budget of an article (without --model)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("-o,--output", o->out, "the JSONL file to write")->required();
+  add_common_options(cmd, common);
+  return [o, &common] {
+    const std::vector<std::string> stories = read_documents(o->data);
+    std::unique_ptr<Model> model;
+    ClozeOptions c = o->c;
+    if (!o->m.model.empty()) {
+      model = std::make_unique<Model>(load_model(o->m.model, o->m.tokenizer));
+      const Tokenizer* tok = model->tokenizer.get();
+      c.count_tokens = [tok](std::string_view text) { return static_cast<int>(tok->encode(text, true).size()); };
+    }
+    const std::vector<QaArticle> set = make_cloze(stories, c);
+    std::string bytes;
+    std::size_t questions = 0;
+    for (const auto& a : set) {
+      bytes += qa_article_to_jsonl(a) + "\n";
+      questions += a.questions.size();
+    }
+    write_file_atomic(o->out, bytes);
+    if (common.json)
+      print_json({{"output", o->out}, {"articles", set.size()}, {"questions", questions}, {"seed", c.seed}});
+    else
+      fmt::print("{}: {} articles, {} questions (seed {})\n", o->out, set.size(), questions, c.seed);
+    return 0;
+  };
+}
+
+}  // namespace kvcompact::cli
