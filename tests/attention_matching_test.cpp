@@ -11,6 +11,7 @@
 #include "compaction/baselines.h"
 #include "compaction/head_attention.h"
 #include "compaction/head_compaction.h"
+#include "compaction/least_squares.h"
 #include "io/error.h"
 
 namespace kvcompact {
@@ -288,6 +289,48 @@ TEST(AttentionMatchingVariants, OptionsChangeWhatTheyShould) {
   o = base;
   o.pool = {PoolKind::Avg, 2};
   EXPECT_THROW(compact_attention_matching(h.in(), t, o), Error);
+}
+
+TEST(AttentionMatchingVariants, RecentWindowC2IsTheShareWeightedPrefixFit) {
+  // Plain reference of the documented fit: rows weighted by a_i = Z^P_i / Z_i, target Y^P_i.
+  const Head h = random_head(80, 20, 4, 840);
+  const int w = 5, P = h.T - w, t = 10;
+  const AttentionMatchingOptions o = variant(KeySelector::Attention, BetaFit::Zero, ValueFit::Lsq, w);
+  const CompactedHead c = compact_attention_matching(h.in(), t, o);
+  std::vector<int> sel;
+  for (int j : c.selected)
+    if (j < P) sel.push_back(j);
+  ASSERT_EQ(static_cast<int>(sel.size()), t - w);
+  const int k = static_cast<int>(sel.size());
+  std::vector<double> A(h.n * k), B(h.n * h.d);
+  for (int i = 0; i < h.n; ++i) {
+    std::vector<double> e(h.T);
+    double m = -1e300;
+    for (int j = 0; j < h.T; ++j) {
+      double s = 0;
+      for (int c2 = 0; c2 < h.d; ++c2) s += double(h.Q[i * h.d + c2]) * h.K[j * h.d + c2];
+      e[j] = s / 2.0;  // 1/sqrt(4)
+      m = std::max(m, e[j]);
+    }
+    double Z = 0, ZP = 0, zs = 0;
+    for (int j = 0; j < h.T; ++j) {
+      e[j] = std::exp(e[j] - m);
+      Z += e[j];
+      if (j < P) ZP += e[j];
+    }
+    for (int j : sel) zs += e[j];
+    const double a = ZP / Z;
+    for (int r = 0; r < k; ++r) A[i * k + r] = a * e[sel[r]] / zs;
+    for (int c2 = 0; c2 < h.d; ++c2) {
+      double np = 0;
+      for (int j = 0; j < P; ++j) np += e[j] * h.V[j * h.d + c2];
+      B[i * h.d + c2] = a * np / ZP;
+    }
+  }
+  const std::vector<double> ref = solve_least_squares(A.data(), h.n, k, B.data(), h.d);
+  for (int r = 0; r < k; ++r)
+    for (int c2 = 0; c2 < h.d; ++c2)
+      EXPECT_NEAR(c.values[r * h.d + c2], ref[r * h.d + c2], 1e-4 * (1 + std::fabs(ref[r * h.d + c2])));
 }
 
 }  // namespace

@@ -241,9 +241,10 @@ std::vector<Case> cases() {
   HfSpec llama3;
   llama3.arch = "LlamaForCausalLM";
   llama3.rope_theta = 500000.0;
-  // Small original context so that all three llama3 regimes (kept / divided / smoothed) occur.
+  // Small original context so that all three llama3 regimes occur: head_dim 8, theta 5e5 gives
+  // wavelengths 6.3 (kept, < 100), 167 (smoothed), 4443 and 1.2e5 (divided, > 400).
   llama3.rope_scaling = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-                         {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}};
+                         {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 400}};
   llama3.tied = true;
   llama3.attention_bias = true;
   HfSpec qwen2;

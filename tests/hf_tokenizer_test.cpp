@@ -129,7 +129,10 @@ std::string decode_all(const Tokenizer& tok, const std::vector<int>& ids) {
 
 std::string ids_str(const std::vector<int>& v) {
   std::string s;
-  for (std::size_t i = 0; i < v.size() && i < 40; ++i) s += (i ? " " : "") + std::to_string(v[i]);
+  for (std::size_t i = 0; i < v.size() && i < 40; ++i) {
+    if (i) s += ' ';
+    s += std::to_string(v[i]);
+  }
   if (v.size() > 40) s += " ...";
   return s;
 }

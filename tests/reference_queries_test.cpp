@@ -40,7 +40,7 @@ double row_norm(const std::vector<float>& rows, int i, int d) {
 TEST_F(ReferenceQueriesTest, ContextAndRepeatCounts) {
   Transformer tr(model_->config, model_->weights);
   QueryPlan plan;
-  plan.sources = {{QuerySource::Repeat, 0}, {QuerySource::Context, 0}};
+  plan.spec.sources = {{QuerySourceKind::Repeat, 0}, {QuerySourceKind::Context, 0}};
   ContextPrefill p = collect_reference_queries(tr, *model_->tokenizer, *ids_, plan);
   for (int l = 0; l < 5; ++l)
     for (int h = 0; h < 4; ++h) {
@@ -59,10 +59,10 @@ TEST_F(ReferenceQueriesTest, ContextAndRepeatCounts) {
 TEST_F(ReferenceQueriesTest, CapsSubsampleRowsInOrder) {
   Transformer tr(model_->config, model_->weights);
   QueryPlan plan;
-  plan.sources = {{QuerySource::Context, 0}};
-  plan.total_cap = 0;
+  plan.spec.sources = {{QuerySourceKind::Context, 0}};
+  plan.spec.total_cap = 0;
   ContextPrefill full = collect_reference_queries(tr, *model_->tokenizer, *ids_, plan);
-  plan.sources = {{QuerySource::Context, 25}};
+  plan.spec.sources = {{QuerySourceKind::Context, 25}};
   plan.seed = 3;
   ContextPrefill capped = collect_reference_queries(tr, *model_->tokenizer, *ids_, plan);
   const int d = 8;
@@ -81,8 +81,8 @@ TEST_F(ReferenceQueriesTest, CapsSubsampleRowsInOrder) {
         last = found;
       }
     }
-  plan.sources = {{QuerySource::Context, 0}, {QuerySource::Repeat, 0}};
-  plan.total_cap = 40;
+  plan.spec.sources = {{QuerySourceKind::Context, 0}, {QuerySourceKind::Repeat, 0}};
+  plan.spec.total_cap = 40;
   ContextPrefill total = collect_reference_queries(tr, *model_->tokenizer, *ids_, plan);
   EXPECT_EQ(total.queries.count(0, 0), 40);
 }
@@ -90,7 +90,7 @@ TEST_F(ReferenceQueriesTest, CapsSubsampleRowsInOrder) {
 TEST_F(ReferenceQueriesTest, RandomQueriesTakeRealNorms) {
   Transformer tr(model_->config, model_->weights);
   QueryPlan plan;
-  plan.sources = {{QuerySource::Random, 0}};
+  plan.spec.sources = {{QuerySourceKind::Random, 0}};
   plan.random_count = 50;
   plan.seed = 9;
   ContextPrefill p = collect_reference_queries(tr, *model_->tokenizer, *ids_, plan);
@@ -108,7 +108,7 @@ TEST_F(ReferenceQueriesTest, RandomQueriesTakeRealNorms) {
 TEST_F(ReferenceQueriesTest, SelfStudyIsSeededAndBounded) {
   Transformer tr(model_->config, model_->weights);
   QueryPlan plan;
-  plan.sources = {{QuerySource::SelfStudy, 0}};
+  plan.spec.sources = {{QuerySourceKind::SelfStudy, 0}};
   plan.self_study.count = 2;
   plan.self_study.length = 10;
   plan.self_study.prompts = {"", " Then"};
@@ -130,12 +130,11 @@ TEST_F(ReferenceQueriesTest, SelfStudyIsSeededAndBounded) {
 TEST_F(ReferenceQueriesTest, BadPlansThrow) {
   Transformer tr(model_->config, model_->weights);
   QueryPlan plan;
-  plan.sources.clear();
+  plan.spec.sources.clear();
   EXPECT_THROW(collect_reference_queries(tr, *model_->tokenizer, *ids_, plan), Error);
-  plan.sources = {{QuerySource::Context, -1}};
+  plan.spec.sources = {{QuerySourceKind::Context, -1}};
   EXPECT_THROW(collect_reference_queries(tr, *model_->tokenizer, *ids_, plan), Error);
-  EXPECT_THROW(parse_query_source("keys"), Error);
-  EXPECT_EQ(parse_query_source("self-study"), QuerySource::SelfStudy);
+  EXPECT_EQ(query_source_name(QuerySourceKind::SelfStudy), "self-study");
 }
 
 }  // namespace

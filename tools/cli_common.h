@@ -42,6 +42,7 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common);
 Runner register_compact(CLI::App& app, CommonOptions& common);     // tools/cmd_cache.cpp
 Runner register_qa_eval(CLI::App& app, CommonOptions& common);     // tools/cmd_qa.cpp
 Runner register_make_cloze(CLI::App& app, CommonOptions& common);  // tools/cmd_qa.cpp
+Runner register_chat_render(CLI::App& app, CommonOptions& common);  // tools/cmd_chat.cpp
 
 /// `generate --cache FILE`: continue from a saved .kvc cache (tools/cmd_cache.cpp).
 struct GenerateFromCacheArgs {

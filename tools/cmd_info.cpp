@@ -4,6 +4,8 @@
 #include <iostream>
 
 #include "cli_model.h"
+#include "io/error.h"
+#include "io/hf_tokenizer.h"
 #include "model/model.h"
 
 namespace kvcompact::cli {
@@ -53,12 +55,23 @@ Runner register_tokenize(CLI::App& app, CommonOptions& common) {
   auto* cmd = app.add_subcommand("tokenize", "token ids and pieces of a text (BOS included)");
   auto m = std::make_shared<ModelOptions>();
   auto text = std::make_shared<std::string>();
-  add_model_options(cmd, *m);
+  // --model is optional here: a Hugging Face tokenizer.json (--tokenizer) needs no model.
+  cmd->add_option("--model", m->model, "model file: llama2.c .bin, .gguf or a Hugging Face checkpoint folder");
+  cmd->add_option("--tokenizer", m->tokenizer,
+                  "llama2.c tokenizer.bin, or a Hugging Face tokenizer.json (then --model may be left out)");
   cmd->add_option("--text", *text, "text to encode")->required();
   add_common_options(cmd, common);
   return [m, text, &common] {
-    Model model = load_model(m->model, m->tokenizer);
-    const Tokenizer& tok = *model.tokenizer;
+    std::unique_ptr<Tokenizer> own;
+    Model model;
+    const bool hf_json = m->tokenizer.size() >= 5 && m->tokenizer.compare(m->tokenizer.size() - 5, 5, ".json") == 0;
+    if (m->model.empty()) {
+      if (!hf_json) throw Error("--model: required unless --tokenizer names a tokenizer.json");
+      own = load_hf_tokenizer(m->tokenizer);
+    } else {
+      model = load_model(m->model, m->tokenizer);
+    }
+    const Tokenizer& tok = own ? *own : *model.tokenizer;
     std::vector<int> ids = tok.encode(*text, /*add_bos=*/true);
     if (common.json) {
       nlohmann::json pieces = nlohmann::json::array();

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   add(register_compact);
   add(register_qa_eval);
   add(register_make_cloze);
+  add(register_chat_render);
 
   try {
     app.parse(argc, argv);

@@ -136,9 +136,9 @@ CompactedHead AttentionMatcher::fit(const std::vector<int>& selected) const {
     for (std::size_t j = 0; j < K; ++j) buf[i * K + j] = std::exp(logits[i * K + j] - stats_.row_max[i]);
   std::vector<double> w;
   switch (options_.beta) {
-    case BetaFit::NnlsPg: w = bounded_nnls(buf.data(), n, k, stats_.mass.data(), options_.nnls); break;
+    case BetaFit::NnlsPg: w = bounded_nnls(buf.data(), n, k, mass_target_.data(), options_.nnls); break;
     case BetaFit::NnlsExact: {
-      w = nnls_active_set(buf.data(), n, k, stats_.mass.data());
+      w = nnls_active_set(buf.data(), n, k, mass_target_.data());
       const double lo = std::exp(options_.nnls.lo), hi = std::exp(options_.nnls.hi);
       for (double& x : w) x = std::clamp(x, lo, hi);
       break;

@@ -29,6 +29,20 @@ std::vector<std::string> compaction_method_names() {
   return {std::begin(kMethodNames), std::end(kMethodNames)};
 }
 
+uint64_t head_seed(uint64_t seed, int layer, int kv_head, int n_kv_heads) {
+  return seed * 1000003ULL + static_cast<uint64_t>(layer * n_kv_heads + kv_head);
+}
+
+HeadCache to_head_cache(CompactedHead c, const HeadCache& source) {
+  HeadCache dst;
+  dst.keys = std::move(c.keys);
+  dst.values = std::move(c.values);
+  dst.beta = std::move(c.beta);
+  dst.positions.resize(c.selected.size());
+  for (std::size_t i = 0; i < c.selected.size(); ++i) dst.positions[i] = source.positions.at(c.selected[i]);
+  return dst;
+}
+
 KVCache compact_cache(const KVCache& full, const ReferenceQueries& queries,
                       const CompactionOptions& options) {
   const int L = full.n_layers(), H = full.n_kv_heads(), d = full.head_dim();
@@ -60,17 +74,12 @@ KVCache compact_cache(const KVCache& full, const ReferenceQueries& queries,
           c = compact_attention_matching(in, t, options.am);
           break;
         case CompactionMethod::Random:
-          c = compact_random(in, t, options.seed * 1000003ULL + static_cast<uint64_t>(idx));
+          c = compact_random(in, t, head_seed(options.seed, layer, kv, H));
           break;
         case CompactionMethod::Recent: c = compact_recent(in, t); break;
         case CompactionMethod::AttnNoFit: c = compact_attn_nofit(in, t, options.am.score); break;
       }
-      HeadCache& dst = out.head(layer, kv);
-      dst.keys = std::move(c.keys);
-      dst.values = std::move(c.values);
-      dst.beta = std::move(c.beta);
-      dst.positions.resize(c.selected.size());
-      for (std::size_t i = 0; i < c.selected.size(); ++i) dst.positions[i] = src.positions[c.selected[i]];
+      out.head(layer, kv) = to_head_cache(std::move(c), src);
     } catch (...) {
 #pragma omp critical(kvc_compact_failure)
       if (!failure) failure = std::current_exception();

@@ -35,6 +35,14 @@ struct CompactionOptions {
   AttentionMatchingOptions am;          ///< Attention-Matching fitting options
 };
 
+/// The seed a per-head method (e.g. `random`) gets for head (layer, kv_head): the run's seed mixed
+/// with the head's index, so heads draw independently and reruns are reproducible.
+uint64_t head_seed(uint64_t seed, int layer, int kv_head, int n_kv_heads);
+
+/// A cache head made of a compacted head: keys C1, beta, values C2, and the original positions
+/// of the selected context entries (taken from `source`, the uncompacted head).
+HeadCache to_head_cache(CompactedHead compacted, const HeadCache& source);
+
 /// Compacts every head of `full` (a context cache of T entries per head, positions 0..T-1) using
 /// the reference queries. The result keeps next_position = full.next_position (= T), so tokens
 /// fed afterwards continue at RoPE position T. Heads are processed in parallel (OpenMP).

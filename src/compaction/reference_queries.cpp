@@ -171,8 +171,9 @@ ContextPrefill collect_reference_queries(const Transformer& model, const Tokeniz
                                          std::span<const int> context, const QueryPlan& plan) {
   const int T = static_cast<int>(context.size());
   if (T < 2) throw Error(fmt::format("reference queries need a context of at least 2 tokens, got {}", T));
-  if (plan.sources.empty()) throw Error("reference queries: no query source given");
-  if (plan.total_cap < 0) throw Error(fmt::format("reference queries: total cap {} is negative", plan.total_cap));
+  if (plan.spec.sources.empty()) throw Error("reference queries: no query source given");
+  if (plan.spec.total_cap < 0)
+    throw Error(fmt::format("reference queries: total cap {} is negative", plan.spec.total_cap));
   ContextPrefill out;
   out.cache = model.make_cache();
   out.context_queries = empty_like(model.config());
@@ -183,31 +184,31 @@ ContextPrefill collect_reference_queries(const Transformer& model, const Tokeniz
   out.last_logits = model.forward(context, out.cache, first);
 
   out.queries = empty_like(model.config());
-  for (std::size_t s = 0; s < plan.sources.size(); ++s) {
-    const QuerySourceSpec& spec = plan.sources[s];
+  for (std::size_t s = 0; s < plan.spec.sources.size(); ++s) {
+    const QuerySource& spec = plan.spec.sources[s];
     if (spec.cap < 0)
       throw Error(fmt::format("reference queries: cap {} of source {} is negative", spec.cap,
-                              query_source_name(spec.source)));
+                              query_source_name(spec.kind)));
     ReferenceQueries q;
-    switch (spec.source) {
-      case QuerySource::Repeat: q = repeat_queries(model, tokenizer, out.cache, context); break;
-      case QuerySource::Context: q = out.context_queries; break;
-      case QuerySource::SelfStudy:
+    switch (spec.kind) {
+      case QuerySourceKind::Repeat: q = repeat_queries(model, tokenizer, out.cache, context); break;
+      case QuerySourceKind::Context: q = out.context_queries; break;
+      case QuerySourceKind::SelfStudy:
         q = self_study_queries(model, tokenizer, out.cache, out.last_logits, plan.self_study, plan.seed);
         break;
-      case QuerySource::Random: q = random_queries(out.context_queries, plan.random_count, plan.seed); break;
+      case QuerySourceKind::Random: q = random_queries(out.context_queries, plan.random_count, plan.seed); break;
     }
     q.subsample(spec.cap, plan.seed + 101 * (s + 1));
     out.queries.append(q);
   }
-  out.queries.subsample(plan.total_cap, plan.seed);
+  out.queries.subsample(plan.spec.total_cap, plan.seed);
   return out;
 }
 
 ContextPrefill repeat_prefill(const Transformer& model, const Tokenizer& tokenizer,
                               std::span<const int> context) {
   QueryPlan plan;
-  plan.total_cap = 0;
+  plan.spec.total_cap = 0;
   return collect_reference_queries(model, tokenizer, context, plan);
 }
 
@@ -215,12 +216,6 @@ namespace {
 constexpr const char* kSourceNames[] = {"repeat", "context", "self-study", "random"};
 }
 
-QuerySource parse_query_source(const std::string& name) {
-  for (int i = 0; i < 4; ++i)
-    if (name == kSourceNames[i]) return static_cast<QuerySource>(i);
-  throw Error(fmt::format("unknown reference-query source '{}' (valid: repeat, context, self-study, random)", name));
-}
-
-std::string query_source_name(QuerySource source) { return kSourceNames[static_cast<int>(source)]; }
+std::string query_source_name(QuerySourceKind source) { return kSourceNames[static_cast<int>(source)]; }
 
 }  // namespace kvcompact

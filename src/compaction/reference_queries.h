@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "compaction/method_spec.h"
 #include "io/tokenizer.h"
 #include "model/kv_cache.h"
 #include "model/transformer.h"
@@ -42,20 +43,6 @@ class ReferenceQueries {
 /// The prompt placed between the two copies of the context in repeat-prefill.
 inline constexpr const char* kRepeatPrompt = "Repeat the previous context.";
 
-/// Where reference queries come from (arXiv 2602.16284, section on reference queries).
-enum class QuerySource {
-  Repeat,     ///< repeat-prefill: queries of a second copy of the context after kRepeatPrompt
-  Context,    ///< the context's own prefill queries (positions 0..T-1)
-  SelfStudy,  ///< queries of text the model generates conditioned on the context
-  Random,     ///< Gaussian directions scaled to the norms of the head's real context queries
-};
-
-/// One source with an optional cap on its rows per KV head (0 = no cap).
-struct QuerySourceSpec {
-  QuerySource source = QuerySource::Repeat;
-  int cap = 0;
-};
-
 /// Self-study generation settings. Each of `count` samples continues the context cache: for
 /// base models with no prompt, a plain continuation; otherwise prompt i % prompts.size() is fed
 /// (encoded without BOS) and the model continues it. Queries of the prompt and generated tokens
@@ -68,10 +55,10 @@ struct SelfStudyOptions {
   std::vector<std::string> prompts;  ///< empty: plain continuations
 };
 
-/// Which sources to use, their caps, and a total cap per KV head after combining.
+/// Which sources to use (QuerySpec of a method spec: sources with per-source caps, and a total
+/// cap per KV head after combining, subsampled with `seed`), plus how to run them.
 struct QueryPlan {
-  std::vector<QuerySourceSpec> sources{{QuerySource::Repeat, 0}};
-  int total_cap = 50000;  ///< rows per KV head after combining (0 = no cap), subsampled with seed
+  QuerySpec spec;         ///< default: repeat, uncapped, total cap 50,000
   uint64_t seed = 0;
   SelfStudyOptions self_study;
   int random_count = 0;   ///< rows per KV head of the Random source (0 = group_size * T)
@@ -96,13 +83,12 @@ ContextPrefill repeat_prefill(const Transformer& model, const Tokenizer& tokeniz
                               std::span<const int> context);
 
 /// Prefills the context once and collects reference queries from every source of `plan`
-/// (each capped, then combined and capped to plan.total_cap). Throws Error when T < 2, the plan
-/// has no source, or a cap is negative.
+/// (each capped, then combined and capped to plan.spec.total_cap; a cap of 0 means none).
+/// Throws Error when T < 2, the plan has no source, or a cap is negative.
 ContextPrefill collect_reference_queries(const Transformer& model, const Tokenizer& tokenizer,
                                          std::span<const int> context, const QueryPlan& plan);
 
-/// Parses "repeat", "context", "self-study" or "random"; throws Error listing the valid names.
-QuerySource parse_query_source(const std::string& name);
-std::string query_source_name(QuerySource source);
+/// "repeat", "context", "self-study" or "random".
+std::string query_source_name(QuerySourceKind source);
 
 }  // namespace kvcompact

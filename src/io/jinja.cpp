@@ -143,8 +143,8 @@ bool equal(const Value& a, const Value& b) {
   }
 }
 
-// JS/Python white space for strip()/trim without arguments.
-bool is_space_cp(std::uint32_t c) { return utf8::is_js_space(c) || c == 0x85; }
+// White space for strip()/trim: JavaScript's (the reference trims with String.prototype.trim).
+bool is_space_cp(std::uint32_t c) { return utf8::is_js_space(c); }
 
 std::string strip_chars(const std::string& s, const Value* chars, bool left, bool right) {
   auto in_set = [&](std::uint32_t c) {
@@ -1034,7 +1034,7 @@ class Renderer {
     if (f == "safe") return v;
     if (f == "tojson") return Value::str(to_json(v));
     if (f == "string") return Value::str(to_string(v));
-    if (f == "trim") { need_string(); return Value::str(strip_chars(v.s, a.empty() ? nullptr : &a[0], true, true)); }
+    if (f == "trim") { need_string(); return Value::str(strip_chars(v.s, nullptr, true, true)); }
     if (f == "upper" || f == "lower") {
       need_string();
       std::string s = v.s;
@@ -1044,7 +1044,7 @@ class Renderer {
     if (f == "capitalize") {
       need_string();
       std::string s = v.s;
-      for (std::size_t k = 0; k < s.size(); ++k) s[k] = static_cast<char>(k ? std::tolower(static_cast<unsigned char>(s[k])) : std::toupper(static_cast<unsigned char>(s[k])));
+      if (!s.empty()) s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));  // rest unchanged, as the reference
       return Value::str(s);
     }
     if (f == "title") return string_method(v, "title", a, e.line);
@@ -1126,9 +1126,11 @@ class Renderer {
       }
       return Value::boolean(false);
     }
-    if (m == "strip") return Value::str(strip_chars(s, a.empty() ? nullptr : &a[0], true, true));
-    if (m == "lstrip") return Value::str(strip_chars(s, a.empty() ? nullptr : &a[0], true, false));
-    if (m == "rstrip") return Value::str(strip_chars(s, a.empty() ? nullptr : &a[0], false, true));
+    // Like @huggingface/jinja, strip/lstrip/rstrip ignore a `chars` argument and remove white
+    // space (Python would remove only the given characters).
+    if (m == "strip") return Value::str(strip_chars(s, nullptr, true, true));
+    if (m == "lstrip") return Value::str(strip_chars(s, nullptr, true, false));
+    if (m == "rstrip") return Value::str(strip_chars(s, nullptr, false, true));
     if (m == "upper" || m == "lower") {
       std::string r = s;
       for (char& c : r) c = static_cast<char>(m == "upper" ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));

@@ -21,7 +21,8 @@ namespace kvcompact::jinja {
 /// methods (startswith, endswith, split, strip, lstrip, rstrip, upper, lower, replace, title),
 /// dict methods (get, items, keys, values), namespace(), range(), raise_exception(), loop.index,
 /// loop.index0, loop.first, loop.last, loop.length, loop.revindex, loop.revindex0.
-/// Like the reference, the template's final newline is dropped, leading spaces/tabs before a
+/// As in the reference (and unlike Python Jinja), strip/lstrip/rstrip ignore a `chars` argument
+/// and remove white space. Like the reference, the template's final newline is dropped, leading spaces/tabs before a
 /// block tag on its line are removed (lstrip_blocks) and the newline after a block tag too
 /// (trim_blocks).
 class Template {

@@ -26,7 +26,8 @@ struct Model {
 ///  - a folder holding config.json: a Hugging Face checkpoint (model/hf_loader.h; tokenizer from
 ///    its tokenizer.json, `tokenizer_path` must be empty);
 ///  - `*.gguf`: GGUF v3 (llama, qwen2, qwen3 architectures), vocabulary embedded in the file;
-///  - otherwise a llama2.c legacy checkpoint (`*.bin`), whose tokenizer is `tokenizer_path`, or
+///  - otherwise a llama2.c legacy checkpoint (`*.bin`), whose tokenizer is `tokenizer_path` (a
+///    llama2.c tokenizer.bin, or a Hugging Face tokenizer.json / folder holding one), or
 ///    else tok512.bin / tokenizer.bin found beside the model.
 /// Throws Error naming the file and the problem (missing, truncated, wrong format, sizes that
 /// do not match the header).

@@ -12,6 +12,7 @@
 
 #include "io/error.h"
 #include "io/gguf.h"
+#include "io/hf_tokenizer.h"
 #include "io/llama2c_checkpoint.h"
 #include "io/spm_tokenizer.h"
 #include "model/hf_loader.h"
@@ -278,7 +279,15 @@ Model load_model(const std::string& path, const std::string& tokenizer_path) {
   const std::string tok = tokenizer_path.empty() ? find_llama2c_tokenizer(path) : tokenizer_path;
   Model m;
   m.path = path;
-  m.tokenizer = read_llama2c_tokenizer(tok, ck.config.vocab_size);
+  if (ends_with_ci(tok, ".json") || std::filesystem::is_directory(tok)) {
+    m.tokenizer = load_hf_tokenizer(tok);  // a Hugging Face tokenizer.json (or its folder)
+    if (m.tokenizer->vocab_size() > ck.config.vocab_size) {
+      throw Error(fmt::format("{}: tokenizer has {} tokens, model {} only has {}", tok, m.tokenizer->vocab_size(), path,
+                              ck.config.vocab_size));
+    }
+  } else {
+    m.tokenizer = read_llama2c_tokenizer(tok, ck.config.vocab_size);
+  }
   m.config = ck.config;
   m.weights = std::move(ck.weights);
   return m;

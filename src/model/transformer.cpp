@@ -168,12 +168,21 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
         *v = ws.v.data(), *att = ws.att.data(), *proj = ws.proj.data(), *hb = ws.hb.data(),
         *hb2 = ws.hb2.data();
 
-  for (int i = 0; i < n; ++i)
-    weight_row_f32(weights_.token_embedding, tokens[i], dim, x + static_cast<std::size_t>(i) * dim);
+  if (options.first_layer < 0 || options.first_layer > c.n_layers ||
+      (options.first_layer > 0 && options.layer_input == nullptr))
+    throw Error(fmt::format("forward: first_layer {} needs layer_input and must be in [0, {}]",
+                            options.first_layer, c.n_layers));
+  if (options.layer_input != nullptr) {
+    std::copy(options.layer_input, options.layer_input + N * dim, x);
+  } else {
+    for (int i = 0; i < n; ++i)
+      weight_row_f32(weights_.token_embedding, tokens[i], dim, x + static_cast<std::size_t>(i) * dim);
+  }
   rope_angles(first_pos, n, hd, c.rope_theta, c.rope_scaling, ws.cos.data(), ws.sin.data());
 
-  for (int l = 0; l < c.n_layers; ++l) {
+  for (int l = options.first_layer; l < c.n_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
+    if (options.observer) options.observer->on_layer_input(l, x, n);
     rmsnorm(x, w.attn_norm.data(), xn, n, dim, c.norm_eps);
     matmul_wt(xn, w.wq, q, n, dim, qd);
     matmul_wt(xn, w.wk, k, n, dim, kvd);
@@ -206,6 +215,7 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
                                       static_cast<int>(h.length())};
     }
     causal_attention(q, n, c.n_heads, c.n_kv_heads, hd, ws.views.data(), att);
+    if (options.observer) options.observer->on_attention_output(l, att, n, first_pos);
 
     matmul_wt(att, w.wo, proj, n, qd, dim);
     if (c.attention_out_bias) add_bias(proj, w.bo, n);

@@ -22,12 +22,30 @@ class ForwardObserver {
   virtual void on_queries(int layer, const float* q, int n_tokens, int first_position) {
     (void)layer, (void)q, (void)n_tokens, (void)first_position;
   }
+  /// Hidden states entering layer `layer` (the residual stream before its attention RMSNorm):
+  /// x [n_tokens, dim]. Lets a caller resume a later forward at that layer (ForwardOptions).
+  virtual void on_layer_input(int layer, const float* x, int n_tokens) {
+    (void)layer, (void)x, (void)n_tokens;
+  }
+  /// Attention output of layer `layer` before the output projection: att [n_tokens, n_heads *
+  /// head_dim], query head h in columns [h*head_dim, (h+1)*head_dim). May be modified in place
+  /// (head interventions: zeroing or replacing a head's output).
+  virtual void on_attention_output(int layer, float* att, int n_tokens, int first_position) {
+    (void)layer, (void)att, (void)n_tokens, (void)first_position;
+  }
 };
 
 /// Options of one forward call.
 struct ForwardOptions {
   LogitsMode logits = LogitsMode::Last;
   ForwardObserver* observer = nullptr;
+  /// Resume at this layer: with layer_input set, the embedding and layers < first_layer are
+  /// skipped (their caches are neither read nor extended); layer_input [n, dim] holds the hidden
+  /// states entering first_layer, e.g. captured by ForwardObserver::on_layer_input in a forward
+  /// over the same tokens and positions. Layers >= first_layer then compute exactly as in a full
+  /// forward.
+  int first_layer = 0;
+  const float* layer_input = nullptr;
 };
 
 /// Runs a decoder on token sequences. Holds references to config and weights (must outlive it).

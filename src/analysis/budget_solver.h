@@ -1,0 +1,140 @@
+// Per-head KV budgets from head influence curves (issue #4): an exact discretised optimiser,
+// the uniform schedule and the PyramidKV schedule, prediction of the loss of a schedule, JSON I/O,
+// and rounding of proportions to whole keys per head.
+//
+// Model. Head h (of H = n_layers * n_kv_heads, layer-major order h = layer * n_kv_heads + kv_head)
+// gets a proportion p_h >= 0 of the total key budget, sum_h p_h = 1. With every head holding T
+// keys and a total ratio R, the head keeps p_h * R * H * T keys, i.e. its ratio is
+// r_h = min(1, p_h * H * R). Assuming head effects add, the predicted change in NLL
+// (nats/token; = delta log(perplexity)) at total ratio R is
+//   D(p, R) = sum_h delta_h(r_h),
+// with delta_h the head's influence curve (analysis/influence_curves.h) interpolated linearly
+// between its ratios and held constant beyond its first and last ratio.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "analysis/influence_curves.h"
+
+namespace kvcompact {
+
+/// delta_h(r): linear interpolation of curve.mean over curve.ratios; for r beyond the last ratio
+/// the last value, for r below the first ratio the first value. Throws Error for an empty curve
+/// or a non-finite r.
+double interpolate_curve(const HeadCurve& curve, double r);
+
+/// Options of the optimiser.
+struct BudgetSolverOptions {
+  std::vector<double> targets{0.01, 0.02, 0.05, 0.1};  ///< total ratios R_k, each in (0, 1]
+  /// F: every head gets p_h >= F / H (F is a fraction of the uniform share 1/H), F in [0, 1];
+  /// F = 0 allows empty heads, F = 1 forces the uniform schedule.
+  double floor = 0.1;
+  /// U: proportions are multiples of 1 / (H * U); U >= 1.
+  int units = 200;
+};
+
+/// One head's share of the budget.
+struct HeadBudget {
+  int layer = 0;
+  int kv_head = 0;
+  double proportion = 0;  ///< p_h
+  std::string name() const { return head_name(layer, kv_head); }
+};
+
+/// A per-head budget schedule.
+///
+/// JSON form (budget_schedule_to_json):
+///   {"schedule": "optimized" | "uniform" | "pyramid" | other name,
+///    "targets": [R_k ...],           total ratios the schedule was made for / evaluated at
+///    "floor": F,                     every head has p_h >= F / H (optimized: the option; uniform:
+///                                    1; pyramid: min_h p_h * H)
+///    "n_layers": L, "n_kv_heads": K,
+///    "heads": [{"name": "L0H0", "layer": 0, "kv_head": 0, "proportion": p}, ...]  (all L*K
+///             heads, each once, any order; proportions >= 0 summing to 1 within 1e-6),
+///    "predicted_delta": {"0.01": D, ...}  D(p, R) in nats/token per target, keys are the
+///                                    targets printed shortest-exact; {} when no curves were given}
+struct BudgetSchedule {
+  std::string schedule;
+  std::vector<double> targets;
+  double floor = 0;
+  int n_layers = 0;
+  int n_kv_heads = 0;
+  std::vector<HeadBudget> heads;  ///< layer-major from the functions below
+  /// (R, D(p, R)) pairs, in the order of `targets`; empty when not predicted.
+  std::vector<std::pair<double, double>> predicted_delta;
+
+  /// Proportions in layer-major order [n_layers * n_kv_heads], whatever the order of `heads`.
+  /// Throws Error when a head is missing (call validate first for a full check).
+  std::vector<double> proportions() const;
+};
+
+/// Exact minimiser of a separable allocation: choose integer units u_h in [min_units, total_units]
+/// with sum_h u_h = total_units minimising sum_h cost[h][u_h]. cost: [H][total_units + 1].
+/// Dynamic programming over heads: O(H * total_units^2) time, O(H * total_units) memory.
+/// Ties are broken deterministically (strict comparison, units tried in increasing order).
+/// Returns u [H]; *best_cost (if given) receives the minimum. Throws Error when H == 0, a cost row
+/// has the wrong length or a non-finite entry, or H * min_units > total_units.
+std::vector<int> solve_separable_allocation(const std::vector<std::vector<double>>& cost, int total_units,
+                                            int min_units, double* best_cost = nullptr);
+
+/// D(p, R) for each target (see the file comment). proportions: [n_layers * n_kv_heads],
+/// layer-major. Throws Error when `curves` lacks a head or sizes disagree.
+std::vector<double> predict_delta(const std::vector<double>& proportions, const InfluenceCurves& curves,
+                                  const std::vector<double>& targets);
+
+/// The optimised schedule: minimises L(p) = mean_k D(p, R_k) over proportions that are multiples
+/// of 1 / (H * U) with p_h >= F / H (rounded up to whole units), exactly, by
+/// solve_separable_allocation with cost[h][u] = mean_k delta_h(min(1, u * R_k / U)):
+/// O(H * (H*U)^2) time (H = 20, U = 200: ~1.6e8 steps). Fills predicted_delta.
+/// Throws Error when curves does not cover every head, or for a bad option.
+BudgetSchedule optimize_budgets(const InfluenceCurves& curves, const BudgetSolverOptions& options);
+
+/// Uniform schedule: p_h = 1 / H for every head (floor 1). Throws Error for n_layers or
+/// n_kv_heads < 1 or a target outside (0, 1].
+BudgetSchedule uniform_schedule(int n_layers, int n_kv_heads, const std::vector<double>& targets);
+
+/// PyramidKV schedule (Cai et al., arXiv 2406.02069, Sec. 3.3): per-layer shares decreasing
+/// linearly from the bottom layer 0 to the top layer L-1, top share 1 / (beta * L), bottom share
+/// 2 / L - 1 / (beta * L), so the shares sum to 1 (the paper's k^{m-1} = k^total / (beta m),
+/// k^0 = 2 k^total / m - k^{m-1}; its default beta = 20). Every KV head of a layer gets an equal
+/// part of the layer's share. One layer: share 1. Throws Error for beta < 1 (the shares would
+/// increase with layer) or bad sizes/targets.
+BudgetSchedule pyramid_schedule(int n_layers, int n_kv_heads, const std::vector<double>& targets,
+                                double beta = 20.0);
+
+/// Sets schedule.predicted_delta from curves (D(p, R) at each of schedule.targets).
+void set_predicted_delta(BudgetSchedule& schedule, const InfluenceCurves& curves);
+
+/// Checks the invariants listed on BudgetSchedule: non-empty name, targets in (0, 1], floor in
+/// [0, 1], sizes >= 1, every head in range exactly once and all present, name matching
+/// layer/kv_head, proportions finite, >= 0, summing to 1 within 1e-6, predicted_delta empty or one
+/// finite value per target. Throws Error "<source>: <problem>".
+void validate_budget_schedule(const BudgetSchedule& schedule, const std::string& source);
+
+/// The JSON form documented on BudgetSchedule (validated first).
+nlohmann::json budget_schedule_to_json(const BudgetSchedule& schedule);
+
+/// Parses and validates the JSON form; errors start with `source` and name the field.
+BudgetSchedule budget_schedule_from_json(const nlohmann::json& j, const std::string& source);
+
+/// Writes the JSON form atomically. Throws Error naming the path.
+void write_budget_schedule(const std::string& path, const BudgetSchedule& schedule);
+
+/// Reads and validates a schedule file. Throws Error naming the file and the problem.
+BudgetSchedule read_budget_schedule(const std::string& path);
+
+/// Whole keys per head for a total ratio R in (0, 1]: total = round(R * sum_h T_h), raised to the
+/// number of heads with p_h > 0 when smaller (each of them keeps >= 1 key, like AM's
+/// max(1, floor(r T))) and capped at the keys the heads with p_h > 0 hold. Heads with p_h = 0 get 0 keys. The real quotas
+/// q_h = p_h * total are water-filled: a head whose quota exceeds T_h is fixed at T_h and its
+/// excess shared among the other positive heads in proportion to p_h; then a quota below 1 is
+/// fixed at 1 and the rest re-shared. Quotas are rounded by largest remainder, so
+/// sum_h keys_h == total exactly and 1 <= keys_h <= T_h for p_h > 0.
+/// proportions, tokens_per_head: [H]. Throws Error for size mismatch, R outside (0, 1], T_h < 1,
+/// or proportions that are negative, non-finite or do not sum to 1 within 1e-6.
+std::vector<int> per_head_budgets(const std::vector<double>& proportions, const std::vector<int>& tokens_per_head,
+                                  double R);
+
+}  // namespace kvcompact

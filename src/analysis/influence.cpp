@@ -1,0 +1,301 @@
+#include "analysis/influence.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "analysis/perplexity.h"
+#include "compaction/attention_matching.h"
+#include "compaction/compact_cache.h"
+#include "compaction/head_compaction.h"
+#include "io/atomic_file.h"
+#include "io/error.h"
+#include "model/model_fingerprint.h"
+#include "model/transformer.h"
+
+namespace kvcompact {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Hidden states entering every layer, captured from one forward.
+struct LayerInputCapture : ForwardObserver {
+  int dim = 0;
+  std::vector<std::vector<float>> x;  // [n_layers][n, dim]
+  void on_layer_input(int layer, const float* h, int n) override {
+    if (static_cast<int>(x.size()) <= layer) x.resize(layer + 1);
+    x[layer].assign(h, h + static_cast<std::size_t>(n) * dim);
+  }
+};
+
+/// Compacts one head at any budget; for Attention Matching the attention pass and the key order
+/// are computed once (AttentionMatcher) and serve every budget.
+class HeadCompactor {
+ public:
+  HeadCompactor(const MethodSpec& spec, const HeadCompactionInput& in, int layer, int n_layers,
+                uint64_t seed, int max_t)
+      : spec_(spec), in_(in), layer_(layer), n_layers_(n_layers), seed_(seed) {
+    if (spec.family == MethodFamily::Am) matcher_ = std::make_unique<AttentionMatcher>(in, spec.am, max_t);
+  }
+  CompactedHead compact(int t) const {
+    if (matcher_) return matcher_->compact(t);
+    return compact_head(spec_, in_, t, layer_, n_layers_, seed_);
+  }
+
+ private:
+  const MethodSpec& spec_;
+  HeadCompactionInput in_;
+  int layer_, n_layers_;
+  uint64_t seed_;
+  std::unique_ptr<AttentionMatcher> matcher_;
+};
+
+}  // namespace
+
+DocumentInfluence sweep_document(const Model& model, const std::vector<int>& ids, int document,
+                                 const InfluenceOptions& options, const DocumentInfluence* done,
+                                 const std::function<void(const DocumentInfluence&)>& on_head) {
+  const auto t_start = std::chrono::steady_clock::now();
+  const ModelConfig& c = model.config;
+  const int L = c.n_layers, H = c.n_kv_heads, d = c.head_dim, V = c.vocab_size;
+  const int N = static_cast<int>(ids.size());
+  const int T = static_cast<int>(std::floor(options.context_frac * N));
+  if (T < 2 || N - T < 1)
+    throw Error(fmt::format("document {} has {} tokens: context-frac {} leaves a context of {} and {} "
+                            "evaluated tokens (need at least 2 and 1)",
+                            document + 1, N, options.context_frac, T, N - T));
+  baseline_index(options.baseline_ratio, options.grid);  // validates
+  std::vector<HeadId> heads = options.heads;
+  if (heads.empty()) heads = parse_head_names("all", L, H);
+
+  const Transformer tr(c, model.weights);
+  std::span<const int> context(ids.data(), T), cont(ids.data() + T, N - T);
+  QueryPlan plan;
+  plan.spec = options.method.queries;
+  plan.seed = options.seed;
+  const ContextPrefill pre = collect_reference_queries(tr, *model.tokenizer, context, plan);
+
+  // One prepared compactor per head; the baseline cache.
+  int max_t = kept_entries(options.baseline_ratio, T);
+  for (double r : options.grid) max_t = std::max(max_t, kept_entries(r, T));
+  std::vector<std::unique_ptr<HeadCompactor>> compactor(static_cast<std::size_t>(L) * H);
+  KVCache base(L, H, d);
+  base.next_position = T;
+  const int t_base = kept_entries(options.baseline_ratio, T);
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      const HeadCache& src = pre.cache.head(l, h);
+      HeadCompactionInput in;
+      in.keys = src.keys.data();
+      in.values = src.values.data();
+      in.queries = pre.queries.at(l, h).data();
+      in.n_queries = pre.queries.count(l, h);
+      in.context_queries = pre.context_queries.at(l, h).data();
+      in.group_size = c.group_size();
+      in.T = T;
+      in.head_dim = d;
+      auto& hc = compactor[static_cast<std::size_t>(l) * H + h];
+      hc = std::make_unique<HeadCompactor>(options.method, in, l, L, head_seed(options.seed, l, h, H), max_t);
+      base.head(l, h) = to_head_cache(hc->compact(t_base), src);
+    }
+
+  // Scores the evaluated tokens over a cache, optionally resuming at `first_layer`.
+  const std::vector<int> fed(cont.begin(), cont.end() - 1);
+  const std::span<const int> targets = cont.subspan(1);
+  const double first_nll = token_nll(pre.last_logits, cont[0]);
+  auto eval = [&](KVCache cache, int first_layer, const float* layer_input, ForwardObserver* obs) {
+    double total = first_nll;
+    if (!fed.empty()) {
+      ForwardOptions o;
+      o.logits = LogitsMode::All;
+      o.first_layer = first_layer;
+      o.layer_input = layer_input;
+      o.observer = obs;
+      const std::vector<float> logits = tr.forward(fed, cache, o);
+      total += sequence_nll(logits, V, targets);
+    }
+    return total / static_cast<double>(cont.size());
+  };
+  LayerInputCapture capture;
+  capture.dim = c.dim;
+  DocumentInfluence out;
+  out.document = document;
+  out.context_tokens = T;
+  out.eval_tokens = N - T;
+  out.baseline_nll = eval(base, 0, nullptr, &capture);
+
+  for (std::size_t k = 0; k < heads.size(); ++k) {
+    const HeadId& head = heads[k];
+    if (done != nullptr) {
+      bool finished = false;
+      for (std::size_t j = 0; j < done->heads.size() && !finished; ++j)
+        if (done->heads[j] == head) {
+          out.heads.push_back(head);
+          out.delta.push_back(done->delta[j]);
+          finished = true;
+        }
+      if (finished) continue;
+    }
+    const auto t_head = std::chrono::steady_clock::now();
+    const HeadCompactor& hc = *compactor[static_cast<std::size_t>(head.layer) * H + head.kv_head];
+    const HeadCache& src = pre.cache.head(head.layer, head.kv_head);
+    std::vector<double> delta;
+    for (double r : options.grid) {
+      KVCache cache = base;
+      cache.head(head.layer, head.kv_head) = to_head_cache(hc.compact(kept_entries(r, T)), src);
+      const bool fast = options.reuse_prefix && !fed.empty();
+      const double nll = fast ? eval(std::move(cache), head.layer, capture.x[head.layer].data(), nullptr)
+                              : eval(std::move(cache), 0, nullptr, nullptr);
+      if (!std::isfinite(nll))
+        throw Error(fmt::format("document {}: head {} at ratio {} gave a non-finite NLL", document + 1,
+                                head_name(head.layer, head.kv_head), r));
+      delta.push_back(nll - out.baseline_nll);
+    }
+    out.heads.push_back(head);
+    out.delta.push_back(std::move(delta));
+    out.seconds = seconds_since(t_start);
+    if (on_head) on_head(out);
+    if (options.progress)
+      std::fprintf(stderr, "influence: document %d, head %s (%zu/%zu), %.2f s\n", document + 1,
+                   head_name(head.layer, head.kv_head).c_str(), k + 1, heads.size(), seconds_since(t_head));
+  }
+  out.seconds = seconds_since(t_start);
+  return out;
+}
+
+namespace {
+
+nlohmann::json document_json(const DocumentInfluence& r, const std::string& fingerprint,
+                             const InfluenceOptions& o) {
+  nlohmann::json heads = nlohmann::json::object();
+  for (std::size_t k = 0; k < r.heads.size(); ++k)
+    heads[head_name(r.heads[k].layer, r.heads[k].kv_head)] = r.delta[k];
+  return {{"version", 1},
+          {"model_fingerprint", fingerprint},
+          {"method", to_string(o.method)},
+          {"grid", o.grid},
+          {"baseline_ratio", o.baseline_ratio},
+          {"context_frac", o.context_frac},
+          {"seed", o.seed},
+          {"document", r.document},
+          {"context_tokens", r.context_tokens},
+          {"eval_tokens", r.eval_tokens},
+          {"baseline_nll", r.baseline_nll},
+          {"seconds", r.seconds},
+          {"units", "delta NLL, nats/token"},
+          {"delta", heads}};
+}
+
+/// Reads a per-document file written by an earlier run; refuses one made with other settings.
+DocumentInfluence read_document(const std::string& path, const std::string& fingerprint,
+                                const InfluenceOptions& o, int n_layers, int n_kv_heads) {
+  nlohmann::json j;
+  try {
+    std::ifstream in(path);
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("{}: unreadable result file ({}); delete it to recompute", path, e.what()));
+  }
+  auto mismatch = [&](const char* what) {
+    return Error(fmt::format("{}: was made with a different {}; use another --out folder", path, what));
+  };
+  try {
+    if (j.at("model_fingerprint").get<std::string>() != fingerprint) throw mismatch("model");
+    if (j.at("method").get<std::string>() != to_string(o.method)) throw mismatch("method");
+    if (j.at("grid").get<std::vector<double>>() != o.grid) throw mismatch("ratio grid");
+    if (j.at("baseline_ratio").get<double>() != o.baseline_ratio) throw mismatch("baseline ratio");
+    if (j.at("context_frac").get<double>() != o.context_frac) throw mismatch("context fraction");
+    if (j.at("seed").get<uint64_t>() != o.seed) throw mismatch("seed");
+    DocumentInfluence r;
+    r.document = j.at("document").get<int>();
+    r.context_tokens = j.at("context_tokens").get<int>();
+    r.eval_tokens = j.at("eval_tokens").get<int>();
+    r.baseline_nll = j.at("baseline_nll").get<double>();
+    r.seconds = j.value("seconds", 0.0);
+    for (const auto& [name, values] : j.at("delta").items()) {
+      r.heads.push_back(parse_head_names(name, n_layers, n_kv_heads).at(0));
+      r.delta.push_back(values.get<std::vector<double>>());
+      if (r.delta.back().size() != o.grid.size())
+        throw Error(fmt::format("{}: head {} has {} values for a grid of {}", path, name,
+                                r.delta.back().size(), o.grid.size()));
+    }
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: malformed result file ({})", path, e.what()));
+  }
+}
+
+}  // namespace
+
+InfluenceCurves run_influence(const Model& model, const std::vector<std::string>& documents,
+                              const InfluenceOptions& options, const std::string& out_dir) {
+  if (documents.empty()) throw Error("influence: no documents");
+  const ModelConfig& c = model.config;
+  InfluenceOptions o = options;
+  if (o.heads.empty()) o.heads = parse_head_names("all", c.n_layers, c.n_kv_heads);
+  baseline_index(o.baseline_ratio, o.grid);
+  const std::string fingerprint = fingerprint_hex(model_fingerprint(c, model.weights));
+  namespace fs = std::filesystem;
+  const fs::path doc_dir = fs::path(out_dir) / "docs";
+
+  std::vector<DocumentInfluence> results;
+  for (std::size_t d = 0; d < documents.size(); ++d) {
+    const std::string path = (doc_dir / fmt::format("doc_{:05d}.json", d)).string();
+    std::unique_ptr<DocumentInfluence> done;
+    if (fs::exists(path)) done = std::make_unique<DocumentInfluence>(read_document(path, fingerprint, o, c.n_layers, c.n_kv_heads));
+    bool complete = done != nullptr;
+    if (done)
+      for (const HeadId& h : o.heads)
+        if (std::find(done->heads.begin(), done->heads.end(), h) == done->heads.end()) complete = false;
+    if (complete) {
+      if (o.progress) std::fprintf(stderr, "influence: document %zu/%zu already done (%s)\n", d + 1, documents.size(), path.c_str());
+      results.push_back(*done);
+      continue;
+    }
+    const std::vector<int> ids = model.tokenizer->encode(documents[d], /*add_bos=*/true);
+    auto save = [&](const DocumentInfluence& partial) {
+      write_file_atomic(path, document_json(partial, fingerprint, o).dump(1) + "\n");
+    };
+    results.push_back(sweep_document(model, ids, static_cast<int>(d), o, done.get(), save));
+    save(results.back());
+    if (o.progress)
+      std::fprintf(stderr, "influence: document %zu/%zu done in %.1f s\n", d + 1, documents.size(), results.back().seconds);
+  }
+
+  InfluenceCurves curves;
+  curves.model_fingerprint = fingerprint;
+  curves.method = to_string(o.method);
+  curves.baseline_ratio = o.baseline_ratio;
+  curves.grid = o.grid;
+  curves.n_layers = c.n_layers;
+  curves.n_kv_heads = c.n_kv_heads;
+  for (const HeadId& h : o.heads) {
+    std::vector<std::vector<double>> rows;
+    for (const auto& r : results)
+      for (std::size_t k = 0; k < r.heads.size(); ++k)
+        if (r.heads[k] == h) rows.push_back(r.delta[k]);
+    const CurveStats s = aggregate_documents(rows);
+    HeadCurve hc;
+    hc.layer = h.layer;
+    hc.kv_head = h.kv_head;
+    hc.ratios = o.grid;
+    hc.mean = s.mean;
+    hc.sem = s.sem;
+    hc.std = s.std;
+    hc.documents = s.documents;
+    curves.heads.push_back(std::move(hc));
+  }
+  write_influence_curves_json((fs::path(out_dir) / "influence.json").string(), curves);
+  write_influence_curves_csv((fs::path(out_dir) / "influence.csv").string(), curves);
+  return curves;
+}
+
+}  // namespace kvcompact

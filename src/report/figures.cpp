@@ -1,0 +1,155 @@
+#include "report/figures.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "analysis/compact_eval.h"
+#include "io/error.h"
+#include "report/svg_plot.h"
+
+namespace kvcompact {
+
+BandKind parse_band_kind(const std::string& text) {
+  if (text == "sem") return BandKind::Sem;
+  if (text == "std") return BandKind::Std;
+  if (text == "none") return BandKind::None;
+  throw Error(fmt::format("--band '{}': expected sem, std or none", text));
+}
+
+std::string influence_figure(const InfluenceCurves& curves, const std::vector<HeadId>& heads, BandKind band) {
+  validate_influence_curves(curves, "influence curves");
+  std::vector<const HeadCurve*> shown;
+  if (heads.empty()) {
+    for (const auto& h : curves.heads) shown.push_back(&h);
+  } else {
+    for (const auto& id : heads) {
+      const HeadCurve* c = curves.find(id.layer, id.kv_head);
+      if (!c) throw Error(fmt::format("influence figure: head {} has no curve", head_name(id.layer, id.kv_head)));
+      shown.push_back(c);
+    }
+  }
+  if (shown.empty()) throw Error("influence figure: no heads to show");
+  LinePlot p;
+  p.title = "Head influence curves";
+  p.x.title = "head ratio (fraction of original keys)";
+  p.y.title = "delta log(perplexity) from baseline";
+  p.zero_line = true;
+  if (shown.size() > 10) p.layout.height = 520;
+  if (shown.size() > 6) p.band_opacity = 0.07;  // many overlapping bands: keep the lines visible
+  for (const HeadCurve* c : shown) {
+    PlotSeries s;
+    s.label = fmt::format("Layer {} Head {}", c->layer, c->kv_head);
+    s.x = c->ratios;
+    s.y = c->mean;
+    if (band != BandKind::None) {
+      const auto& spread = band == BandKind::Sem ? c->sem : c->std;
+      for (std::size_t k = 0; k < c->ratios.size(); ++k) {
+        s.band_lo.push_back(c->mean[k] - spread[k]);
+        s.band_hi.push_back(c->mean[k] + spread[k]);
+      }
+    }
+    s.markers = c->ratios.size() <= 12;
+    p.series.push_back(std::move(s));
+  }
+  p.vlines.push_back({curves.baseline_ratio, fmt::format("baseline r = {}", curves.baseline_ratio), LineStyle::Dashed,
+                      "#555555"});
+  return render_line_plot(p);
+}
+
+std::string budget_heatmap(const BudgetSchedule& schedule) {
+  validate_budget_schedule(schedule, "budget schedule");
+  const auto p = schedule.proportions();
+  Heatmap m;
+  m.title = fmt::format("Per-head KV budget ({})", schedule.schedule);
+  m.x_title = "KV head";
+  m.y_title = "layer";
+  m.colorbar_title = "proportion of total keys";
+  double mx = 0;
+  for (int l = 0; l < schedule.n_layers; ++l) {
+    m.row_labels.push_back(fmt::format("L{}", l));
+    std::vector<double> row;
+    for (int h = 0; h < schedule.n_kv_heads; ++h) {
+      row.push_back(p[static_cast<std::size_t>(l * schedule.n_kv_heads + h)]);
+      mx = std::max(mx, row.back());
+    }
+    m.values.push_back(std::move(row));
+  }
+  for (int h = 0; h < schedule.n_kv_heads; ++h) m.col_labels.push_back(fmt::format("H{}", h));
+  m.vmin = 0.0;
+  m.vmax = mx > 0 ? mx : 1.0;
+  m.value_format = mx >= 0.1 ? "{:.3f}" : "{:.4f}";
+  // Cells of at least ~52 x 26 px, up to a reasonable size.
+  m.layout.width = std::clamp(80 + 110 + 58 * schedule.n_kv_heads, 420, 1400);
+  m.layout.height = std::clamp(44 + 62 + 30 * schedule.n_layers, 300, 1400);
+  return render_heatmap(m);
+}
+
+namespace {
+
+std::string frontier_plot(const std::vector<FrontierPoint>& points, const std::string& title,
+                          const std::string& x_title) {
+  if (points.empty()) throw Error(fmt::format("{}: no points", title));
+  std::vector<std::string> order;
+  std::set<std::pair<std::string, double>> seen;
+  for (const auto& q : points) {
+    const std::string what = fmt::format("{}: {} at ratio {}", title, q.series, q.ratio);
+    if (!std::isfinite(q.ratio) || q.ratio <= 0 || q.ratio > 1)
+      throw Error(fmt::format("{}: ratio must be in (0, 1]", what));
+    if (!std::isfinite(q.delta_mean)) throw Error(fmt::format("{}: delta mean is not finite", what));
+    if (!std::isfinite(q.delta_sem) || q.delta_sem < 0)
+      throw Error(fmt::format("{}: SEM must be finite and >= 0", what));
+    if (!seen.insert({q.series, q.ratio}).second) throw Error(fmt::format("{}: listed twice", what));
+    if (std::find(order.begin(), order.end(), q.series) == order.end()) order.push_back(q.series);
+  }
+  LinePlot p;
+  p.title = title;
+  p.x.title = x_title;
+  p.x.scale = AxisScale::Log10;
+  double rmin = 1, rmax = 0;
+  for (const auto& q : points) {
+    rmin = std::min(rmin, q.ratio);
+    rmax = std::max(rmax, q.ratio);
+  }
+  p.x.min = rmin / 1.25;  // a margin so that the end markers are not cut by the frame
+  p.x.max = rmax * 1.25;
+  p.y.title = "delta log(perplexity) (nats/token)";
+  p.zero_line = true;
+  for (const auto& name : order) {
+    std::vector<FrontierPoint> pts;
+    for (const auto& q : points)
+      if (q.series == name) pts.push_back(q);
+    std::sort(pts.begin(), pts.end(), [](const auto& a, const auto& b) { return a.ratio < b.ratio; });
+    PlotSeries s;
+    s.label = name;
+    s.markers = true;
+    for (const auto& q : pts) {
+      s.x.push_back(q.ratio);
+      s.y.push_back(q.delta_mean);
+      s.band_lo.push_back(q.delta_mean - q.delta_sem);
+      s.band_hi.push_back(q.delta_mean + q.delta_sem);
+    }
+    p.series.push_back(std::move(s));
+  }
+  return render_line_plot(p);
+}
+
+}  // namespace
+
+std::string frontier_figure(const std::vector<FrontierPoint>& points) {
+  return frontier_plot(points, "Budget schedules: quality vs cache size", "total keep ratio (fraction of original keys)");
+}
+
+std::string method_frontier_figure(const std::vector<FrontierPoint>& points) {
+  return frontier_plot(points, "Compaction methods: quality vs cache size", "keep ratio (fraction of original keys)");
+}
+
+std::vector<FrontierPoint> frontier_points(const std::vector<CompactEvalRow>& rows) {
+  std::vector<FrontierPoint> out;
+  for (const auto& r : rows) out.push_back({r.method, r.ratio, r.delta_nll_mean, r.delta_nll_sem});
+  return out;
+}
+
+}  // namespace kvcompact

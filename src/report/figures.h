@@ -1,0 +1,58 @@
+// The project's named figures (issue #4 and compact-eval), built on report/svg_plot.h. Each
+// returns a standalone SVG document; write it with write_figure (".svg" or ".png").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "analysis/budget_solver.h"
+#include "analysis/influence_curves.h"
+
+namespace kvcompact {
+
+struct CompactEvalRow;  // analysis/compact_eval.h
+
+/// Which spread to shade around a mean curve.
+enum class BandKind { None, Sem, Std };
+
+/// Parses "sem", "std" or "none". Throws Error naming the text otherwise.
+BandKind parse_band_kind(const std::string& text);
+
+/// Head influence curves: title "Head influence curves", x "head ratio (fraction of original
+/// keys)" (linear), y "delta log(perplexity) from baseline" (nats/token), one line per head in
+/// `heads` order (empty = every curve, in stored order) with a shaded band mean -/+ sem or std,
+/// a dashed vertical line at the baseline ratio, legend "Layer L Head H" (H = KV head).
+/// Throws Error when a requested head has no curve, or for invalid curves.
+std::string influence_figure(const InfluenceCurves& curves, const std::vector<HeadId>& heads = {},
+                             BandKind band = BandKind::Sem);
+
+/// Heatmap of a schedule's proportions p_h: rows = layers (layer 0 at the top, labelled "L0"...),
+/// columns = KV heads ("H0"...), colour from 0 to the largest proportion, values printed in the
+/// cells. Title "Per-head KV budget (<schedule>)". Throws Error for an invalid schedule.
+std::string budget_heatmap(const BudgetSchedule& schedule);
+
+/// One point of a quality/size frontier: `series` (a schedule or a compaction method), a total
+/// keep ratio in (0, 1], and the mean and SEM over documents of delta NLL (nats/token).
+struct FrontierPoint {
+  std::string series;
+  double ratio = 0;
+  double delta_mean = 0;
+  double delta_sem = 0;
+};
+
+/// Delta log-ppl vs total ratio for several schedules (e.g. optimized/uniform/pyramid): one line
+/// with markers per series (series in order of first appearance, points sorted by ratio), shaded
+/// mean -/+ SEM band, log10 x axis (1-2-5 ticks within two decades, range padded by 1.25x) "total
+/// keep ratio (fraction of original keys)", y "delta log(perplexity) (nats/token)", title
+/// "Budget schedules: quality vs cache size". Throws Error for no points, a ratio outside (0, 1],
+/// a non-finite value, a negative SEM or a repeated (series, ratio) pair.
+std::string frontier_figure(const std::vector<FrontierPoint>& points);
+
+/// The same plot per compaction method, as made by compact-eval: title "Compaction methods:
+/// quality vs cache size", log10 x "keep ratio (fraction of original keys)". Same errors.
+std::string method_frontier_figure(const std::vector<FrontierPoint>& points);
+
+/// Converts compact-eval rows (method, ratio, delta_nll_mean, delta_nll_sem) to frontier points.
+std::vector<FrontierPoint> frontier_points(const std::vector<CompactEvalRow>& rows);
+
+}  // namespace kvcompact
