@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev liblapacke-dev
           nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libgtest-dev libgmock-dev
-          libbenchmark-dev librsvg2-bin)
+          libbenchmark-dev librsvg2-bin nodejs)
 install=1
 build_dir=build
 extra=()
@@ -30,6 +30,16 @@ if [ "$install" = 1 ]; then
     $SUDO apt-get update -q
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
   fi
+fi
+
+# Node.js reference implementations for the tokenizer / chat-template tests (tests/js, versions
+# pinned by package-lock.json). Debian's nodejs has no npm; NodeSource's bundles it.
+if [ "$install" = 1 ] && ! command -v npm > /dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends npm
+fi
+if [ ! -d tests/js/node_modules ] && command -v npm > /dev/null 2>&1; then
+  npm ci --prefix tests/js --no-audit --no-fund
 fi
 
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "${extra[@]}"
