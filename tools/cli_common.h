@@ -43,6 +43,10 @@ Runner register_compact(CLI::App& app, CommonOptions& common);     // tools/cmd_
 Runner register_qa_eval(CLI::App& app, CommonOptions& common);     // tools/cmd_qa.cpp
 Runner register_make_cloze(CLI::App& app, CommonOptions& common);  // tools/cmd_qa.cpp
 Runner register_chat_render(CLI::App& app, CommonOptions& common);  // tools/cmd_chat.cpp
+Runner register_influence(CLI::App& app, CommonOptions& common);    // tools/cmd_influence.cpp
+Runner register_budget(CLI::App& app, CommonOptions& common);       // tools/cmd_influence.cpp
+Runner register_plot(CLI::App& app, CommonOptions& common);         // tools/cmd_influence.cpp
+Runner register_methods(CLI::App& app, CommonOptions& common);      // tools/cmd_influence.cpp
 
 /// `generate --cache FILE`: continue from a saved .kvc cache (tools/cmd_cache.cpp).
 struct GenerateFromCacheArgs {

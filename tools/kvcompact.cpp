@@ -47,6 +47,10 @@ int main(int argc, char** argv) {
   add(register_qa_eval);
   add(register_make_cloze);
   add(register_chat_render);
+  add(register_influence);
+  add(register_budget);
+  add(register_plot);
+  add(register_methods);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,196 @@
+// `kvcompact influence`, `budget`, `plot` and `methods`: head influence curves, budgets, figures.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "analysis/budget_solver.h"
+#include "analysis/influence.h"
+#include "cli_model.h"
+#include "compaction/method_spec.h"
+#include "io/error.h"
+#include "io/text_documents.h"
+#include "report/figures.h"
+#include "report/svg_plot.h"
+
+namespace kvcompact::cli {
+
+Runner register_influence(CLI::App& app, CommonOptions& common) {
+  struct Opts {
+    ModelOptions m;
+    std::string data, ratios = "0:0.5:51", heads = "all", method = "am", out;
+    double baseline = 0.05, context_frac = 0.6;
+    int docs = 0;
+    unsigned long long seed = 0;
+    bool plain = false, png = false;
+    std::string band = "sem";
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("influence",
+                                 "head influence curves: delta NLL vs one KV head's ratio, others at a baseline");
+  add_model_options(cmd, o->m);
+  cmd->add_option("--data", o->data, "UTF-8 text; documents are separated by blank lines")->required();
+  cmd->add_option("--ratios", o->ratios, "ratio grid: start:stop:count or a comma list, in [0, 1]");
+  cmd->add_option("--baseline", o->baseline, "ratio of every head not being swept (must be on the grid)");
+  cmd->add_option("--heads", o->heads, "all, or KV heads like L0H0,L3H1");
+  cmd->add_option("--docs", o->docs, "use the first N documents")->check(CLI::PositiveNumber);
+  cmd->add_option("--method", o->method, "compaction method spec (see `kvcompact methods`)");
+  cmd->add_option("--context-frac", o->context_frac, "fraction of each document's tokens used as context");
+  cmd->add_option("--seed", o->seed, "seed (query subsampling, self-study, random method)");
+  cmd->add_option("--out", o->out, "output folder (per-document files, influence.json/.csv, figure)")->required();
+  cmd->add_flag("--plain", o->plain, "recompute every layer (no prefix reuse; for checking)");
+  cmd->add_option("--band", o->band, "figure band: sem, std or none");
+  cmd->add_flag("--png", o->png, "also write the figure as PNG");
+  add_common_options(cmd, common);
+  return [o, &common] {
+    Model model = load_model(o->m.model, o->m.tokenizer);
+    InfluenceOptions opt;
+    opt.grid = parse_ratio_grid(o->ratios);
+    opt.baseline_ratio = o->baseline;
+    baseline_index(opt.baseline_ratio, opt.grid);
+    opt.heads = parse_head_names(o->heads, model.config.n_layers, model.config.n_kv_heads);
+    opt.method = parse_method_spec(o->method);
+    opt.context_frac = o->context_frac;
+    opt.seed = o->seed;
+    opt.reuse_prefix = !o->plain;
+    const BandKind band = parse_band_kind(o->band);
+    const auto docs = read_documents(o->data, o->docs);
+    const InfluenceCurves curves = run_influence(model, docs, opt, o->out);
+    const std::string svg = influence_figure(curves, {}, band);
+    write_figure(o->out + "/influence.svg", svg);
+    if (o->png) write_figure(o->out + "/influence.png", svg);
+    // Heads ranked by the area under their curve (trapezoid over the grid, nats/token x ratio).
+    std::vector<std::pair<double, std::string>> area;
+    for (const auto& h : curves.heads) {
+      double a = 0;
+      for (std::size_t i = 1; i < h.ratios.size(); ++i)
+        a += 0.5 * (h.mean[i] + h.mean[i - 1]) * (h.ratios[i] - h.ratios[i - 1]);
+      area.emplace_back(a, h.name());
+    }
+    if (common.json) {
+      nlohmann::json j = influence_curves_to_json(curves);
+      j["outputs"] = {o->out + "/influence.json", o->out + "/influence.csv", o->out + "/influence.svg"};
+      print_json(j);
+      return 0;
+    }
+    std::sort(area.begin(), area.end());
+    fmt::print("{} heads x {} ratios over {} documents -> {}/influence.{{json,csv,svg}}\n", curves.heads.size(),
+               curves.grid.size(), curves.heads.empty() ? 0 : curves.heads[0].documents, o->out);
+    fmt::print("heads by area under the delta-NLL curve (most negative = more keys help most):\n");
+    for (const auto& [a, name] : area) fmt::print("  {:>6}  {:+.5f}\n", name, a);
+    return 0;
+  };
+}
+
+Runner register_budget(CLI::App& app, CommonOptions& common) {
+  struct Opts {
+    std::string curves, targets = "0.01,0.02,0.05,0.1", schedule = "optimized", out;
+    double floor = 0.1, pyramid_beta = 20;
+    int units = 200, n_layers = 0, n_kv_heads = 0;
+    bool png = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("budget", "per-head KV budgets from influence curves (or uniform / pyramid)");
+  cmd->add_option("--curves", o->curves, "influence output folder or its influence.json");
+  cmd->add_option("--targets", o->targets, "total keep ratios the proportions must serve");
+  cmd->add_option("--schedule", o->schedule, "optimized, uniform or pyramid");
+  cmd->add_option("--floor", o->floor, "each head keeps at least floor/H of the budget (0 allows empty heads)");
+  cmd->add_option("--units", o->units, "solver resolution: proportions are multiples of 1/(H*units)");
+  cmd->add_option("--pyramid-beta", o->pyramid_beta, "pyramid: bottom/top share parameter (PyramidKV beta)");
+  cmd->add_option("--layers", o->n_layers, "uniform/pyramid without curves: number of layers");
+  cmd->add_option("--kv-heads", o->n_kv_heads, "uniform/pyramid without curves: KV heads per layer");
+  cmd->add_option("-o,--out", o->out, "budgets JSON file")->required();
+  cmd->add_flag("--png", o->png, "also write the heatmap as PNG");
+  add_common_options(cmd, common);
+  return [o, &common] {
+    std::vector<double> targets = parse_number_list("--targets", o->targets);
+    std::unique_ptr<InfluenceCurves> curves;
+    if (!o->curves.empty()) {
+      std::string path = o->curves;
+      if (std::filesystem::is_directory(path)) path += "/influence.json";
+      curves = std::make_unique<InfluenceCurves>(read_influence_curves_json(path));
+    }
+    int L = curves ? curves->n_layers : o->n_layers, H = curves ? curves->n_kv_heads : o->n_kv_heads;
+    BudgetSchedule s;
+    if (o->schedule == "optimized") {
+      if (!curves) throw Error("budget: --schedule optimized needs --curves");
+      BudgetSolverOptions so;
+      so.targets = targets;
+      so.floor = o->floor;
+      so.units = o->units;
+      s = optimize_budgets(*curves, so);
+    } else if (o->schedule == "uniform") {
+      s = uniform_schedule(L, H, targets);
+    } else if (o->schedule == "pyramid") {
+      s = pyramid_schedule(L, H, targets, o->pyramid_beta);
+    } else {
+      throw Error(fmt::format("--schedule: unknown schedule '{}' (valid: optimized, uniform, pyramid)", o->schedule));
+    }
+    if (curves && o->schedule != "optimized") set_predicted_delta(s, *curves);
+    write_budget_schedule(o->out, s);
+    const std::string svg = budget_heatmap(s);
+    std::string base = o->out.size() > 5 && o->out.ends_with(".json") ? o->out.substr(0, o->out.size() - 5) : o->out;
+    write_figure(base + ".svg", svg);
+    if (o->png) write_figure(base + ".png", svg);
+    if (common.json) {
+      print_json(budget_schedule_to_json(s));
+      return 0;
+    }
+    fmt::print("{} schedule for {} layers x {} KV heads -> {} (heatmap {}.svg)\n", s.schedule, s.n_layers,
+               s.n_kv_heads, o->out, base);
+    for (const auto& [R, D] : s.predicted_delta)
+      fmt::print("  predicted delta NLL at total ratio {}: {:+.5f} nats/token (additive model)\n", R, D);
+    return 0;
+  };
+}
+
+Runner register_plot(CLI::App& app, CommonOptions& common) {
+  struct Opts {
+    std::string input, out, band = "sem", heads;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("plot", "redraw a figure from its JSON (influence curves or budgets)");
+  cmd->add_option("input", o->input, "influence.json or a budgets JSON file")->required();
+  cmd->add_option("-o,--out", o->out, "figure file (.svg or .png)")->required();
+  cmd->add_option("--band", o->band, "influence: sem, std or none");
+  cmd->add_option("--heads", o->heads, "influence: heads to show (default all)");
+  add_common_options(cmd, common);
+  return [o, &common] {
+    std::ifstream in(o->input);
+    if (!in) throw Error(fmt::format("{}: cannot open", o->input));
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("{}: not JSON ({})", o->input, e.what()));
+    }
+    std::string svg, kind;
+    if (j.contains("schedule")) {
+      svg = budget_heatmap(budget_schedule_from_json(j, o->input));
+      kind = "budget heatmap";
+    } else {
+      InfluenceCurves c = influence_curves_from_json(j, o->input);
+      std::vector<HeadId> heads;
+      if (!o->heads.empty()) heads = parse_head_names(o->heads, c.n_layers, c.n_kv_heads);
+      svg = influence_figure(c, heads, parse_band_kind(o->band));
+      kind = "influence curves";
+    }
+    write_figure(o->out, svg);
+    if (common.json) print_json({{"figure", o->out}, {"kind", kind}});
+    else fmt::print("{} -> {}\n", kind, o->out);
+    return 0;
+  };
+}
+
+Runner register_methods(CLI::App& app, CommonOptions& common) {
+  auto* cmd = app.add_subcommand("methods", "list compaction methods and their options (method specs)");
+  add_common_options(cmd, common);
+  return [&common] {
+    if (common.json) print_json({{"help", method_help()}});
+    else fmt::print("{}", method_help());
+    return 0;
+  };
+}
+
+}  // namespace kvcompact::cli
