@@ -107,9 +107,12 @@ TEST(Cli, RatioOutsideUnitInterval) {
 }
 
 TEST(Cli, UnknownMethodListsTheValidOnes) {
-  CliRun r = run_cli("compact-eval --model " + kBin + " --data " + kData + " --docs 1 --methods am,h2o");
-  expect_one_line_error(r, "h2o");
+  CliRun r = run_cli("compact-eval --model " + kBin + " --data " + kData + " --docs 1 --methods h3o,am");
+  expect_one_line_error(r, "h3o");
   EXPECT_NE(r.err.find("attn-nofit"), std::string::npos);
+  expect_one_line_error(run_cli("compact-eval --model " + kBin + " --data " + kData +
+                                " --docs 1 --methods am:select=omq"),
+                        "omq");
 }
 
 TEST(Cli, EmptyDataFile) {

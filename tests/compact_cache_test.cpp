@@ -55,13 +55,15 @@ TEST_F(CompactCacheTest, EveryHeadKeepsExactlyTEntriesWithBoundedBeta) {
   const std::vector<int> ids = model_->tokenizer->encode((*docs_)[2], true);
   const int T = static_cast<int>(ids.size() * 6 / 10);
   ContextPrefill p = repeat_prefill(tr, *model_->tokenizer, std::span<const int>(ids.data(), T));
-  for (CompactionMethod m : {CompactionMethod::AttentionMatching, CompactionMethod::Random,
-                             CompactionMethod::Recent, CompactionMethod::AttnNoFit}) {
+  // Every method with a uniform budget (pyramidkv moves budget between layers: tested below).
+  for (const MethodSpec& m : parse_method_list(
+           "am,am:select=omp,beta=nnls-exact,c2=ridge:1e-4,recent=4,random,recent,attn-nofit,snapkv:window=4,"
+           "streaming:sink=2,h2o")) {
     for (double r : {0.0, 0.01, 0.05, 0.3, 1.0}) {
       CompactionOptions o;
       o.method = m;
       o.ratio = r;
-      KVCache c = compact_cache(p.cache, p.queries, o);
+      KVCache c = compact_cache(p.cache, p.queries, o, &p.context_queries);
       EXPECT_EQ(c.next_position, T);
       const int t = kept_entries(r, T);
       for (int l = 0; l < 5; ++l)
@@ -73,7 +75,7 @@ TEST_F(CompactCacheTest, EveryHeadKeepsExactlyTEntriesWithBoundedBeta) {
           for (std::size_t i = 0; i < hc.length(); ++i) {
             EXPECT_GE(hc.beta[i], -3.0f - 1e-5f);
             EXPECT_LE(hc.beta[i], 3.0f + 1e-5f);
-            if (m != CompactionMethod::AttentionMatching) {
+            if (m.family != MethodFamily::Am) {
               EXPECT_EQ(hc.beta[i], 0.0f);
             }
             EXPECT_GE(hc.positions[i], 0);
@@ -82,7 +84,7 @@ TEST_F(CompactCacheTest, EveryHeadKeepsExactlyTEntriesWithBoundedBeta) {
               EXPECT_LT(hc.positions[i - 1], hc.positions[i]);
             }
           }
-          if (m == CompactionMethod::Recent && t > 0) {
+          if (m.family == MethodFamily::Recent && t > 0) {
             EXPECT_EQ(hc.positions.back(), T - 1);
           }
         }
@@ -97,8 +99,7 @@ TEST_F(CompactCacheTest, EveryHeadKeepsExactlyTEntriesWithBoundedBeta) {
 TEST_F(CompactCacheTest, RatioOneReproducesTheFullCache) {
   CompactEvalOptions o;
   o.ratios = {1.0};
-  o.methods = {CompactionMethod::AttentionMatching, CompactionMethod::Random, CompactionMethod::Recent,
-               CompactionMethod::AttnNoFit};
+  o.methods = parse_method_list("am,random,recent,attn-nofit");
   o.progress = false;
   std::vector<std::string> docs(docs_->begin(), docs_->begin() + 3);
   CompactEvalResult r = run_compact_eval(*model_, docs, o);
@@ -116,12 +117,38 @@ TEST_F(CompactCacheTest, RatioOneReproducesTheFullCache) {
 TEST_F(CompactCacheTest, SmallRatioCostsQuality) {
   CompactEvalOptions o;
   o.ratios = {0.1};
-  o.methods = {CompactionMethod::AttentionMatching, CompactionMethod::Random};
+  o.methods = parse_method_list("am,random");
   o.progress = false;
   CompactEvalResult r = run_compact_eval(*model_, *docs_, o);
   EXPECT_GT(r.rows[1].delta_nll_mean, 0.0);
   EXPECT_LT(r.rows[0].delta_nll_mean, r.rows[1].delta_nll_mean);
   EXPECT_LT(r.rows[1].cache_bytes, r.rows[1].full_cache_bytes * 0.2);
+}
+
+// Non-uniform budgets: each head keeps exactly its budget; pyramidkv keeps the uniform total.
+TEST_F(CompactCacheTest, PerHeadBudgetsAndPyramid) {
+  Transformer tr(model_->config, model_->weights);
+  const std::vector<int> ids = model_->tokenizer->encode((*docs_)[2], true);
+  const int T = 50;
+  QueryPlan plan;
+  plan.spec = parse_method_spec("am,queries=repeat+context").queries;
+  ContextPrefill p = collect_reference_queries(tr, *model_->tokenizer, std::span<const int>(ids.data(), T), plan);
+  CompactionOptions o;
+  for (int i = 0; i < 20; ++i) o.head_budgets.push_back(i % 5 == 0 ? 0 : (i * 7) % T + 1);
+  KVCache c = compact_cache(p.cache, p.queries, o, &p.context_queries);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(c.head(i / 4, i % 4).length(), static_cast<std::size_t>(o.head_budgets[i]));
+  o.head_budgets[3] = T + 1;
+  EXPECT_THROW(compact_cache(p.cache, p.queries, o, &p.context_queries), Error);
+  CompactionOptions pyr;
+  pyr.method = parse_method_spec("pyramidkv");
+  pyr.ratio = 0.2;
+  KVCache py = compact_cache(p.cache, p.queries, pyr, &p.context_queries);
+  std::size_t bottom = py.head(0, 0).length(), top = py.head(4, 0).length();
+  EXPECT_GT(bottom, top);
+  EXPECT_NEAR(static_cast<double>(py.total_entries()), 20.0 * kept_entries(0.2, T), 20.0);
+  CompactionOptions snap;
+  snap.method = parse_method_spec("snapkv");
+  EXPECT_THROW(compact_cache(p.cache, p.queries, snap), Error);  // needs the context queries
 }
 
 TEST_F(CompactCacheTest, BadOptionsThrow) {
@@ -134,8 +161,14 @@ TEST_F(CompactCacheTest, BadOptionsThrow) {
   EXPECT_THROW(run_compact_eval(*model_, *docs_, o), Error);
   o.context_frac = 0.6;
   EXPECT_THROW(run_compact_eval(*model_, {"A"}, o), Error);  // too short for a context
-  EXPECT_THROW(parse_compaction_method("snapkv"), Error);
-  EXPECT_EQ(parse_compaction_method("attn-nofit"), CompactionMethod::AttnNoFit);
+  EXPECT_THROW(parse_method_list("am,snapkv:windo=3"), Error);
+  EXPECT_THROW(parse_method_list(""), Error);
+  const auto list = parse_method_list("am:select=omp,beta=zero,recent,h2o:recent=0.25");
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[0].am.selector, KeySelector::Omp);
+  EXPECT_EQ(list[0].am.beta, BetaFit::Zero);
+  EXPECT_EQ(list[1].family, MethodFamily::Recent);
+  EXPECT_EQ(list[2].h2o_recent, 0.25);
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "analysis/budget_solver.h"
 #include "analysis/influence_curves.h"
@@ -84,10 +83,16 @@ std::vector<std::pair<double, double>> series_points(const std::string& svg, std
   }
   const std::size_t d0 = svg.find("d=\"", p) + 3, d1 = svg.find('"', d0);
   const std::string d = svg.substr(d0, d1 - d0);
-  std::vector<std::pair<double, double>> out;
-  std::regex re("[ML]\\s*(-?[0-9.]+),(-?[0-9.]+)");
-  for (auto it = std::sregex_iterator(d.begin(), d.end(), re); it != std::sregex_iterator(); ++it)
-    out.emplace_back(std::stod((*it)[1]), std::stod((*it)[2]));
+  std::vector<std::pair<double, double>> out;  // "M x,y L x,y ..."
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (d[i] != 'M' && d[i] != 'L') continue;
+    std::size_t used = 0;
+    const double x = std::stod(d.substr(i + 1), &used);
+    const std::size_t comma = d.find(',', i + 1);
+    const double y = std::stod(d.substr(comma + 1));
+    out.emplace_back(x, y);
+    i = comma;
+  }
   return out;
 }
 

@@ -66,9 +66,9 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     co.method = parse_compaction_method(o->method);
     co.ratio = o->ratio;
     co.seed = o->seed;
-    co.am.nnls.iters = o->nnls_iters;
-    co.am.nnls.lo = o->beta_lo;
-    co.am.nnls.hi = o->beta_hi;
+    co.method.am.nnls.iters = o->nnls_iters;
+    co.method.am.nnls.lo = o->beta_lo;
+    co.method.am.nnls.hi = o->beta_hi;
     Model model = load_model(o->m.model, o->m.tokenizer);
     const std::string text = trim(read_text_file(o->context));
     const std::vector<int> ids = model.tokenizer->encode(text, /*add_bos=*/true);

@@ -6,6 +6,9 @@
 #include "io/atomic_file.h"
 #include "io/error.h"
 #include "io/text_documents.h"
+#include "analysis/budget_solver.h"
+#include "report/figures.h"
+#include "report/svg_plot.h"
 #include "report/table.h"
 
 namespace kvcompact::cli {
@@ -18,8 +21,7 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
     int docs = 0;
     double context_frac = 0.6;
     unsigned long long seed = 0;
-    int nnls_iters = 2;
-    double beta_lo = -3, beta_hi = 3;
+    std::string budgets, plot;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -28,41 +30,46 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--data", o->data, "UTF-8 text; documents are separated by blank lines")->required();
   cmd->add_option("--ratios", o->ratios, "keep ratios r in [0, 1], comma-separated");
   cmd->add_option("--methods", o->methods,
-                  fmt::format("comma-separated: {}", fmt::join(compaction_method_names(), ", ")));
+                  fmt::format("comma-separated method specs (`kvcompact methods`), families: {}",
+                              fmt::join(compaction_method_names(), ", ")));
   cmd->add_option("--docs", o->docs, "use the first N documents")->check(CLI::PositiveNumber);
   cmd->add_option("--context-frac", o->context_frac, "fraction of each document's tokens used as context");
   cmd->add_option("--seed", o->seed, "seed of the random baseline");
-  cmd->add_option("--nnls-iters", o->nnls_iters, "AM: projected-gradient steps of the beta fit")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--beta-lo", o->beta_lo, "AM: lower bound of beta (nats)");
-  cmd->add_option("--beta-hi", o->beta_hi, "AM: upper bound of beta (nats)");
+  cmd->add_option("--budgets", o->budgets,
+                  "per-head budget proportions (kvcompact budget); each ratio is then the total ratio");
+  cmd->add_option("--plot", o->plot, "write the delta-NLL vs ratio figure (.svg or .png)");
   cmd->add_option("--csv", o->csv, "also write the table as CSV to this file");
   cmd->add_option("--out-json", o->json_out, "also write the JSON result to this file");
   add_common_options(cmd, common);
   return [o, &common] {
     CompactEvalOptions opt;
     opt.ratios = parse_number_list("--ratios", o->ratios);
-    opt.methods.clear();
-    for (const auto& name : split_list(o->methods)) opt.methods.push_back(parse_compaction_method(name));
+    opt.methods = parse_method_list(o->methods);
     opt.context_frac = o->context_frac;
     opt.seed = o->seed;
-    opt.am.nnls.iters = o->nnls_iters;
-    opt.am.nnls.lo = o->beta_lo;
-    opt.am.nnls.hi = o->beta_hi;
     Model model = load_model(o->m.model, o->m.tokenizer);
+    if (!o->budgets.empty()) {
+      const BudgetSchedule s = read_budget_schedule(o->budgets);
+      if (s.n_layers != model.config.n_layers || s.n_kv_heads != model.config.n_kv_heads)
+        throw Error(fmt::format("{}: budgets are for {} layers x {} KV heads, the model has {} x {}", o->budgets,
+                                s.n_layers, s.n_kv_heads, model.config.n_layers, model.config.n_kv_heads));
+      opt.budget_proportions = s.proportions();
+    }
     const auto docs = read_documents(o->data, o->docs);
     CompactEvalResult r = run_compact_eval(model, docs, opt);
 
     Table table({"method", "ratio", "delta_nll_mean", "delta_nll_sem", "nll_mean", "kept_entries",
-                 "cache_bytes", "full_cache_bytes", "compaction_seconds"},
+                 "cache_bytes", "full_cache_bytes", "compaction_seconds", "compaction_seconds_per_head"},
                 4);
     for (const auto& row : r.rows)
       table.add_row({row.method, row.ratio, row.delta_nll_mean, row.delta_nll_sem, row.nll_mean,
-                     row.kept_entries, row.cache_bytes, row.full_cache_bytes, row.compaction_seconds});
+                     row.kept_entries, row.cache_bytes, row.full_cache_bytes, row.compaction_seconds,
+                     row.compaction_seconds_per_head});
     nlohmann::json j = {{"model", model.path},
                         {"data", o->data},
                         {"documents", r.documents},
                         {"context_frac", opt.context_frac},
+                        {"budgets", o->budgets},
                         {"full_nll_mean", r.full_nll_mean},
                         {"mean_context_tokens", r.mean_context_tokens},
                         {"mean_continuation_tokens", r.mean_continuation_tokens},
@@ -70,6 +77,12 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
                         {"units", {{"nll", "nats/token"}, {"bytes", "bytes"}, {"seconds", "s per document"}}},
                         {"rows", table.to_json()}};
     if (!o->csv.empty()) write_file_atomic(o->csv, table.to_csv());
+    if (!o->plot.empty()) {
+      std::vector<CompactEvalRow> positive;  // log-x: ratio 0 cannot be drawn
+      for (const auto& row : r.rows)
+        if (row.ratio > 0) positive.push_back(row);
+      write_figure(o->plot, method_frontier_figure(frontier_points(positive)));
+    }
     if (!o->json_out.empty()) write_file_atomic(o->json_out, j.dump(2) + "\n");
     if (common.json) {
       print_json(j);

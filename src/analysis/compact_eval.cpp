@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "analysis/budget_solver.h"
+#include "analysis/continuation_nll.h"
 #include "analysis/perplexity.h"
 #include "compaction/head_compaction.h"
 #include "io/error.h"
@@ -18,18 +20,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-/// Mean NLL (nats/token) of `continuation` given a cache holding the context: the first token is
-/// scored from `first_logits` (the context's last logits), the rest teacher-forced over the cache.
-double continuation_nll(const Transformer& model, KVCache cache, std::span<const int> continuation,
-                        std::span<const float> first_logits) {
-  double total = token_nll(first_logits, continuation[0]);
-  if (continuation.size() >= 2) total += score_tokens(model, cache, continuation).total_nll;
-  return total / static_cast<double>(continuation.size());
+/// Mean NLL (nats/token) of the continuation over a cache holding the context.
+double mean_continuation_nll(const Transformer& model, const KVCache& cache, std::span<const int> continuation,
+                             std::span<const float> first_logits) {
+  return continuation_nll(model, cache, first_logits, continuation).mean_nll();
 }
 
 struct Accumulator {
   std::vector<double> delta;
-  double nll = 0, bytes = 0, full_bytes = 0, seconds = 0, entries = 0;
+  double nll = 0, bytes = 0, full_bytes = 0, seconds = 0, entries = 0, heads = 1;
 };
 
 }  // namespace
@@ -42,6 +41,9 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
   if (options.methods.empty()) throw Error("compact-eval: no methods given");
   if (options.ratios.empty()) throw Error("compact-eval: no ratios given");
   for (double r : options.ratios) kept_entries(r, 1);  // validates each ratio
+  const int n_heads = model.config.n_layers * model.config.n_kv_heads;
+  if (!options.budget_proportions.empty() && static_cast<int>(options.budget_proportions.size()) != n_heads)
+    throw Error(fmt::format("budgets list {} heads, the model has {}", options.budget_proportions.size(), n_heads));
 
   const Transformer transformer(model.config, model.weights);
   const Tokenizer& tokenizer = *model.tokenizer;
@@ -62,26 +64,44 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
           d + 1, N, options.context_frac, T, N - T));
     std::span<const int> context(ids.data(), T), continuation(ids.data() + T, N - T);
 
-    auto t0 = std::chrono::steady_clock::now();
-    ContextPrefill prefill = repeat_prefill(transformer, tokenizer, context);
-    result.reference_seconds += seconds_since(t0);
-    const double full_nll = continuation_nll(transformer, prefill.cache, continuation, prefill.last_logits);
+    // One prefill per distinct reference-query setting.
+    std::vector<QuerySpec> specs;
+    std::vector<ContextPrefill> prefills;
+    auto prefill_for = [&](const MethodSpec& m) -> const ContextPrefill& {
+      for (std::size_t i = 0; i < specs.size(); ++i)
+        if (specs[i] == m.queries) return prefills[i];
+      QueryPlan plan;
+      plan.spec = m.queries;
+      plan.seed = options.seed + d;
+      auto t0 = std::chrono::steady_clock::now();
+      prefills.push_back(collect_reference_queries(transformer, tokenizer, context, plan));
+      result.reference_seconds += seconds_since(t0);
+      specs.push_back(m.queries);
+      return prefills.back();
+    };
+    prefills.reserve(options.methods.size());
+    const ContextPrefill& first = prefill_for(options.methods.front());
+    const double full_nll = mean_continuation_nll(transformer, first.cache, continuation, first.last_logits);
     full_nll_sum += full_nll;
     context_sum += T;
     continuation_sum += N - T;
 
     std::size_t row = 0;
-    for (CompactionMethod method : options.methods) {
+    for (const MethodSpec& method : options.methods) {
+      const ContextPrefill& prefill = prefill_for(method);
       for (double ratio : options.ratios) {
         CompactionOptions co;
         co.method = method;
         co.ratio = ratio;
         co.seed = options.seed + d;
-        co.am = options.am;
-        t0 = std::chrono::steady_clock::now();
-        KVCache compacted = compact_cache(prefill.cache, prefill.queries, co);
+        if (!options.budget_proportions.empty()) {
+          std::vector<int> lengths(options.budget_proportions.size(), T);
+          co.head_budgets = per_head_budgets(options.budget_proportions, lengths, ratio);
+        }
+        auto t0 = std::chrono::steady_clock::now();
+        KVCache compacted = compact_cache(prefill.cache, prefill.queries, co, &prefill.context_queries);
         const double secs = seconds_since(t0);
-        const double nll = continuation_nll(transformer, compacted, continuation, prefill.last_logits);
+        const double nll = mean_continuation_nll(transformer, compacted, continuation, prefill.last_logits);
         if (!std::isfinite(nll))
           throw Error(fmt::format("document {}: {} at ratio {} gave a non-finite NLL", d + 1,
                                   compaction_method_name(method), ratio));
@@ -90,6 +110,7 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
         a.nll += nll;
         a.bytes += static_cast<double>(compacted.bytes());
         a.full_bytes += static_cast<double>(prefill.cache.bytes());
+        a.heads = static_cast<double>(compacted.n_layers()) * compacted.n_kv_heads();
         a.seconds += secs;
         a.entries += static_cast<double>(compacted.total_entries());
       }
@@ -105,7 +126,7 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
   result.mean_context_tokens = context_sum / D;
   result.mean_continuation_tokens = continuation_sum / D;
   std::size_t row = 0;
-  for (CompactionMethod method : options.methods) {
+  for (const MethodSpec& method : options.methods) {
     for (double ratio : options.ratios) {
       const Accumulator& a = acc[row++];
       CompactEvalRow r;
@@ -122,6 +143,7 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
       r.cache_bytes = a.bytes / D;
       r.full_cache_bytes = a.full_bytes / D;
       r.compaction_seconds = a.seconds / D;
+      r.compaction_seconds_per_head = r.compaction_seconds / a.heads;
       r.kept_entries = a.entries / D;
       result.rows.push_back(r);
     }

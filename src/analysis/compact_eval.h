@@ -13,10 +13,12 @@ namespace kvcompact {
 /// Options of a compaction evaluation.
 struct CompactEvalOptions {
   std::vector<double> ratios{0.05, 0.1, 0.2, 0.5, 1.0};  ///< keep ratios r in [0, 1]
-  std::vector<CompactionMethod> methods{CompactionMethod::AttentionMatching};
+  std::vector<MethodSpec> methods{MethodSpec{}};        ///< default: am
   double context_frac = 0.6;  ///< T = floor(context_frac * N) of a document's N tokens (BOS included)
-  uint64_t seed = 0;          ///< seed of the `random` baseline
-  AttentionMatchingOptions am;
+  uint64_t seed = 0;          ///< seed of `random`, query subsampling and self-study
+  /// Non-uniform budgets: per-head proportions [n_layers * n_kv_heads] layer-major (summing to 1,
+  /// budget_solver.h); each ratio r is then the total ratio: head budgets per_head_budgets(p, T, r).
+  std::vector<double> budget_proportions;
   bool progress = true;       ///< one line per document on stderr
 };
 
@@ -29,7 +31,8 @@ struct CompactEvalRow {
   double nll_mean = 0;            ///< mean over documents of the compacted-cache NLL, nats/token
   double cache_bytes = 0;         ///< mean over documents of the compacted cache's bytes (KVCache::bytes)
   double full_cache_bytes = 0;    ///< mean over documents of the full context cache's bytes
-  double compaction_seconds = 0;  ///< mean over documents of the time to compact the whole cache
+  double compaction_seconds = 0;  ///< mean over documents of the wall time to compact the whole cache
+  double compaction_seconds_per_head = 0;  ///< compaction_seconds / (n_layers * n_kv_heads)
   double kept_entries = 0;        ///< mean over documents of the entries kept, summed over heads
 };
 
@@ -49,6 +52,7 @@ struct CompactEvalResult {
 /// compacted cache (continuation tokens at RoPE positions T..N-1). The NLL of a cache is the
 /// mean over all N-T continuation tokens; the first one is predicted from the context's last
 /// logits, which compaction does not change.
+/// Reference queries are collected once per document for each distinct `queries=` setting.
 /// Throws Error naming the document (1-based) when T < 2 or N - T < 1, and on a bad option.
 CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::string>& documents,
                                    const CompactEvalOptions& options);

@@ -221,7 +221,6 @@ QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& artic
         co.method = methods[mi];
         co.ratio = ratio;
         co.seed = options.seed + ai;
-        co.am = options.am;
         caches.push_back(compact_cache(prefill.cache, prefill.queries, co));
       }
     }

@@ -4,29 +4,41 @@
 
 #include <exception>
 
-#include "compaction/baselines.h"
 #include "compaction/head_compaction.h"
 #include "io/error.h"
 
 namespace kvcompact {
 
-namespace {
-constexpr const char* kMethodNames[] = {"am", "random", "recent", "attn-nofit"};
-}
-
-CompactionMethod parse_compaction_method(std::string_view name) {
-  for (int i = 0; i < 4; ++i)
-    if (name == kMethodNames[i]) return static_cast<CompactionMethod>(i);
-  throw Error(fmt::format("unknown compaction method '{}' (valid: {})", name,
-                          fmt::join(compaction_method_names(), ", ")));
-}
-
-std::string compaction_method_name(CompactionMethod method) {
-  return kMethodNames[static_cast<int>(method)];
-}
-
 std::vector<std::string> compaction_method_names() {
-  return {std::begin(kMethodNames), std::end(kMethodNames)};
+  return {"am", "random", "recent", "attn-nofit", "snapkv", "streaming", "h2o", "pyramidkv"};
+}
+
+std::vector<MethodSpec> parse_method_list(std::string_view text) {
+  const auto families = compaction_method_names();
+  auto starts_spec = [&](std::string_view item) {
+    for (const auto& f : families)
+      if (item == f || (item.size() > f.size() && item.substr(0, f.size()) == f && item[f.size()] == ':'))
+        return true;
+    return false;
+  };
+  std::vector<std::string> specs;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find(',', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view item = text.substr(start, end - start);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) {
+      if (specs.empty() || starts_spec(item)) specs.emplace_back(item);
+      else specs.back() += "," + std::string(item);
+    }
+    start = end + 1;
+  }
+  if (specs.empty()) throw Error("--methods: empty list");
+  std::vector<MethodSpec> out;
+  for (const auto& s : specs) out.push_back(parse_method_spec(s));
+  return out;
 }
 
 uint64_t head_seed(uint64_t seed, int layer, int kv_head, int n_kv_heads) {
@@ -43,14 +55,22 @@ HeadCache to_head_cache(CompactedHead c, const HeadCache& source) {
   return dst;
 }
 
-KVCache compact_cache(const KVCache& full, const ReferenceQueries& queries,
-                      const CompactionOptions& options) {
+KVCache compact_cache(const KVCache& full, const ReferenceQueries& queries, const CompactionOptions& options,
+                      const ReferenceQueries* context_queries) {
   const int L = full.n_layers(), H = full.n_kv_heads(), d = full.head_dim();
   if (queries.n_layers() != L || queries.n_kv_heads() != H || queries.head_dim() != d)
     throw Error(fmt::format(
         "reference queries are shaped {}x{}x{} but the cache is {} layers x {} KV heads x head_dim {}",
         queries.n_layers(), queries.n_kv_heads(), queries.head_dim(), L, H, d));
-  kept_entries(options.ratio, 1);  // validates the ratio before any work
+  if (context_queries && (context_queries->n_layers() != L || context_queries->n_kv_heads() != H ||
+                          context_queries->head_dim() != d))
+    throw Error("context queries are shaped differently from the cache");
+  if (uses_context_queries(options.method) && context_queries == nullptr)
+    throw Error(fmt::format("method {} needs the context's own queries", to_string(options.method)));
+  const bool budgets = !options.head_budgets.empty();
+  if (budgets && options.head_budgets.size() != static_cast<std::size_t>(L) * H)
+    throw Error(fmt::format("per-head budgets list {} heads, the cache has {}", options.head_budgets.size(), L * H));
+  if (!budgets) kept_entries(options.ratio, 1);  // validates the ratio before any work
 
   KVCache out(L, H, d);
   out.next_position = full.next_position;
@@ -67,18 +87,14 @@ KVCache compact_cache(const KVCache& full, const ReferenceQueries& queries,
       in.T = static_cast<int>(src.length());
       in.n_queries = queries.count(layer, kv);
       in.head_dim = d;
-      const int t = kept_entries(options.ratio, in.T);
-      CompactedHead c;
-      switch (options.method) {
-        case CompactionMethod::AttentionMatching:
-          c = compact_attention_matching(in, t, options.am);
-          break;
-        case CompactionMethod::Random:
-          c = compact_random(in, t, head_seed(options.seed, layer, kv, H));
-          break;
-        case CompactionMethod::Recent: c = compact_recent(in, t); break;
-        case CompactionMethod::AttnNoFit: c = compact_attn_nofit(in, t, options.am.score); break;
+      if (context_queries) {
+        in.context_queries = context_queries->at(layer, kv).data();
+        in.group_size = in.T > 0 ? context_queries->count(layer, kv) / in.T : 1;
       }
+      int t = budgets ? options.head_budgets[idx] : kept_entries(options.ratio, in.T);
+      if (t < 0 || t > in.T)
+        throw Error(fmt::format("head L{}H{}: budget {} outside [0, {}]", layer, kv, t, in.T));
+      CompactedHead c = compact_head(options.method, in, t, layer, L, head_seed(options.seed, layer, kv, H));
       out.head(layer, kv) = to_head_cache(std::move(c), src);
     } catch (...) {
 #pragma omp critical(kvc_compact_failure)

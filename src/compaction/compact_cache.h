@@ -1,4 +1,5 @@
-// Whole-cache compaction: applies a per-head compaction method to every layer and KV head.
+// Whole-cache compaction: applies a per-head compaction method (a MethodSpec) to every layer and
+// KV head of a context's cache, with a uniform keep ratio or per-head budgets.
 #pragma once
 
 #include <cstdint>
@@ -6,33 +7,35 @@
 #include <string_view>
 #include <vector>
 
-#include "compaction/attention_matching.h"
+#include "compaction/method_spec.h"
 #include "compaction/reference_queries.h"
 #include "model/kv_cache.h"
 
 namespace kvcompact {
 
-/// The compaction methods of the first slice (arXiv 2602.16284 and its baselines).
-enum class CompactionMethod {
-  AttentionMatching,  ///< "am": highest-attention keys, NNLS beta, least-squares C2
-  Random,             ///< "random": t random keys (seeded), beta 0, original values
-  Recent,             ///< "recent": the last t context keys, beta 0, original values
-  AttnNoFit,          ///< "attn-nofit": AM's keys, beta 0, original values
-};
+/// The older name of a parsed method.
+using CompactionMethod = MethodSpec;
 
-/// Parses "am", "random", "recent" or "attn-nofit"; throws Error naming the bad name and listing
-/// the valid ones.
-CompactionMethod parse_compaction_method(std::string_view name);
-std::string compaction_method_name(CompactionMethod method);
-/// All method names, in the order above.
+/// Parses one method spec (see method_spec.h); throws Error naming the bad token.
+inline CompactionMethod parse_compaction_method(std::string_view spec) { return parse_method_spec(spec); }
+/// The canonical spec string of a method.
+inline std::string compaction_method_name(const CompactionMethod& method) { return to_string(method); }
+/// The method family names (each a valid spec with default options).
 std::vector<std::string> compaction_method_names();
+
+/// Splits a comma-separated list of method specs: a new spec starts at each item that is a family
+/// name or a family name followed by ':' ("am,random", "am:select=omp,beta=zero,recent" is two
+/// specs: "am:select=omp,beta=zero" and "recent"). Throws Error for an empty list or a bad spec.
+std::vector<MethodSpec> parse_method_list(std::string_view text);
 
 /// What to do to a cache.
 struct CompactionOptions {
-  CompactionMethod method = CompactionMethod::AttentionMatching;
-  double ratio = 0.1;    ///< keep ratio r in [0, 1]: every head keeps max(1, floor(r*T)) entries
-  uint64_t seed = 0;     ///< for `random` (mixed with layer and head)
-  AttentionMatchingOptions am;          ///< Attention-Matching fitting options
+  MethodSpec method;              ///< default: am (attention keys, NNLS beta, least-squares C2)
+  double ratio = 0.1;             ///< keep ratio r in [0, 1]: every head keeps max(1, floor(r*T))
+  uint64_t seed = 0;              ///< for `random` (mixed with layer and head by head_seed)
+  /// Non-uniform budgets: entries per head, [n_layers * n_kv_heads] layer-major; when set they
+  /// replace the ratio (each in [0, T_head]). See analysis/budget_solver.h per_head_budgets.
+  std::vector<int> head_budgets;
 };
 
 /// The seed a per-head method (e.g. `random`) gets for head (layer, kv_head): the run's seed mixed
@@ -44,10 +47,12 @@ uint64_t head_seed(uint64_t seed, int layer, int kv_head, int n_kv_heads);
 HeadCache to_head_cache(CompactedHead compacted, const HeadCache& source);
 
 /// Compacts every head of `full` (a context cache of T entries per head, positions 0..T-1) using
-/// the reference queries. The result keeps next_position = full.next_position (= T), so tokens
-/// fed afterwards continue at RoPE position T. Heads are processed in parallel (OpenMP).
-/// Throws Error on a bad ratio or when queries and cache shapes differ.
-KVCache compact_cache(const KVCache& full, const ReferenceQueries& queries,
-                      const CompactionOptions& options);
+/// the reference queries (and the context's own queries, needed by snapkv/h2o/pyramidkv). Each
+/// head keeps kept_entries(ratio, T) entries, or its head_budgets entry (PyramidKV redistributes
+/// the uniform budget over layers itself). The result keeps next_position = full.next_position
+/// (= T), so tokens fed afterwards continue at RoPE position T. Heads run in parallel (OpenMP).
+/// Throws Error on a bad ratio or budget, or when queries and cache shapes differ.
+KVCache compact_cache(const KVCache& full, const ReferenceQueries& queries, const CompactionOptions& options,
+                      const ReferenceQueries* context_queries = nullptr);
 
 }  // namespace kvcompact
