@@ -18,7 +18,7 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
     ModelOptions m;
     std::string data, ratios = "0.05,0.1,0.2,0.5,1", methods = "am,random,recent,attn-nofit";
     std::string csv, json_out;
-    int docs = 0;
+    int docs = 0, skip = 0;
     double context_frac = 0.6;
     unsigned long long seed = 0;
     std::string budgets, plot;
@@ -32,7 +32,8 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--methods", o->methods,
                   fmt::format("comma-separated method specs (`kvcompact methods`), families: {}",
                               fmt::join(compaction_method_names(), ", ")));
-  cmd->add_option("--docs", o->docs, "use the first N documents")->check(CLI::PositiveNumber);
+  cmd->add_option("--docs", o->docs, "use N documents (after --skip)")->check(CLI::PositiveNumber);
+  cmd->add_option("--skip", o->skip, "skip the first K documents (held-out evaluation)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--context-frac", o->context_frac, "fraction of each document's tokens used as context");
   cmd->add_option("--seed", o->seed, "seed of the random baseline");
   cmd->add_option("--budgets", o->budgets,
@@ -55,7 +56,10 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
                                 s.n_layers, s.n_kv_heads, model.config.n_layers, model.config.n_kv_heads));
       opt.budget_proportions = s.proportions();
     }
-    const auto docs = read_documents(o->data, o->docs);
+    auto docs = read_documents(o->data, o->docs > 0 ? o->docs + o->skip : 0);
+    if (o->skip >= static_cast<int>(docs.size()))
+      throw Error(fmt::format("{}: --skip {} leaves no documents (the file has {})", o->data, o->skip, docs.size()));
+    docs.erase(docs.begin(), docs.begin() + o->skip);
     CompactEvalResult r = run_compact_eval(model, docs, opt);
 
     Table table({"method", "ratio", "delta_nll_mean", "delta_nll_sem", "nll_mean", "kept_entries",
