@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 
 namespace {
 
@@ -23,7 +24,9 @@ struct CliRun {
 CliRun run_cli(const std::string& args) {
   const std::string dir = KVC_TEST_TMP;
   std::filesystem::create_directories(dir);
-  const std::string out = dir + "/cli_out.txt", err = dir + "/cli_err.txt";
+  // Per-process file names: ctest runs the tests of this file in parallel processes.
+  const std::string tag = std::to_string(static_cast<long>(getpid()));
+  const std::string out = dir + "/cli_out_" + tag + ".txt", err = dir + "/cli_err_" + tag + ".txt";
   const std::string cmd = std::string(KVC_CLI_PATH) + " " + args + " --threads 1 >" + out + " 2>" + err;
   CliRun r;
   int raw = std::system(cmd.c_str());
@@ -40,7 +43,7 @@ CliRun run_cli(const std::string& args) {
 }
 
 std::string write_tmp(const std::string& name, const std::string& bytes) {
-  const std::string path = std::string(KVC_TEST_TMP) + "/" + name;
+  const std::string path = std::string(KVC_TEST_TMP) + "/" + std::to_string(static_cast<long>(getpid())) + "_" + name;
   std::filesystem::create_directories(KVC_TEST_TMP);
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
@@ -81,10 +84,8 @@ TEST(Cli, MissingModelFile) {
 
 TEST(Cli, TruncatedModelFile) {
   const std::string p = write_tmp("truncated_model.bin", head_of_file(kBin, 5000));
-  std::filesystem::copy_file(kShared + "/models/stories260K/tok512.bin",
-                             std::string(KVC_TEST_TMP) + "/tok512.bin",
-                             std::filesystem::copy_options::overwrite_existing);
-  expect_one_line_error(run_cli("info --model " + p), "truncated_model.bin");
+  expect_one_line_error(run_cli("info --model " + p + " --tokenizer " + kShared + "/models/stories260K/tok512.bin"),
+                        "truncated_model.bin");
 }
 
 TEST(Cli, TruncatedGguf) {
