@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "analysis/budget_solver.h"
 #include "analysis/continuation_nll.h"
 #include "cli_model.h"
 #include "compaction/compact_cache.h"
@@ -45,8 +46,7 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     std::string context, method = "am", out;
     double ratio = 0.1;
     unsigned long long seed = 0;
-    int nnls_iters = 2;
-    double beta_lo = -3, beta_hi = 3;
+    std::string budgets;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("compact", "compact a context's KV cache and save it as a .kvc file");
@@ -54,27 +54,38 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--context", o->context, "UTF-8 text file: its whole text (trimmed) is one context, encoded with BOS")
       ->required();
   cmd->add_option("--ratio", o->ratio, "keep ratio r in [0, 1]");
-  cmd->add_option("--method", o->method, fmt::format("compaction method: {}", fmt::join(compaction_method_names(), ", ")));
+  cmd->add_option("--method", o->method, fmt::format("compaction method spec (`kvcompact methods`), families: {}", fmt::join(compaction_method_names(), ", ")));
   cmd->add_option("-o,--output", o->out, "the .kvc file to write")->required();
   cmd->add_option("--seed", o->seed, "seed of the random baseline");
-  cmd->add_option("--nnls-iters", o->nnls_iters, "AM: projected-gradient steps of the beta fit")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--beta-lo", o->beta_lo, "AM: lower bound of beta (nats)");
-  cmd->add_option("--beta-hi", o->beta_hi, "AM: upper bound of beta (nats)");
+  cmd->add_option("--budgets", o->budgets, "per-head budget proportions (kvcompact budget); --ratio is then the total ratio");
   add_common_options(cmd, common);
   return [o, &common] {
     CompactionOptions co;
     co.method = parse_compaction_method(o->method);
     co.ratio = o->ratio;
     co.seed = o->seed;
-    co.method.am.nnls.iters = o->nnls_iters;
-    co.method.am.nnls.lo = o->beta_lo;
-    co.method.am.nnls.hi = o->beta_hi;
     Model model = load_model(o->m.model, o->m.tokenizer);
     const std::string text = trim(read_text_file(o->context));
     const std::vector<int> ids = model.tokenizer->encode(text, /*add_bos=*/true);
     if (ids.size() < 2) throw Error(fmt::format("{}: the context encodes to {} tokens (need at least 2)", o->context, ids.size()));
     Transformer transformer(model.config, model.weights);
-    ContextPrefill prefill = repeat_prefill(transformer, *model.tokenizer, ids);
+    QueryPlan plan;
+    plan.spec = co.method.queries;
+    plan.seed = o->seed;
+    ContextPrefill prefill = collect_reference_queries(transformer, *model.tokenizer, ids, plan);
+    std::size_t uniform_bytes = 0;
+    if (!o->budgets.empty()) {
+      const BudgetSchedule s = read_budget_schedule(o->budgets);
+      if (s.n_layers != model.config.n_layers || s.n_kv_heads != model.config.n_kv_heads)
+        throw Error(fmt::format("{}: budgets are for {} layers x {} KV heads, the model has {} x {}", o->budgets,
+                                s.n_layers, s.n_kv_heads, model.config.n_layers, model.config.n_kv_heads));
+      const std::vector<double> p = s.proportions();
+      co.head_budgets = per_head_budgets(p, std::vector<int>(p.size(), static_cast<int>(ids.size())), co.ratio);
+      CompactionOptions uniform = co;
+      uniform.head_budgets = per_head_budgets(std::vector<double>(p.size(), 1.0 / p.size()),
+                                              std::vector<int>(p.size(), static_cast<int>(ids.size())), co.ratio);
+      uniform_bytes = compact_cache(prefill.cache, prefill.queries, uniform, &prefill.context_queries).bytes();
+    }
     KvcFile f;
     f.model_fingerprint = model_fingerprint(model.config, model.weights);
     f.model_name = std::filesystem::path(model.path).filename().string();
@@ -83,18 +94,22 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     f.ratio = co.ratio;
     f.context_tokens.assign(ids.begin(), ids.end());
     f.last_logits = prefill.last_logits;
-    f.cache = compact_cache(prefill.cache, prefill.queries, co);
+    f.cache = compact_cache(prefill.cache, prefill.queries, co, &prefill.context_queries);
     write_kvc_file(o->out, f);
     const auto file_bytes = std::filesystem::file_size(o->out);
     if (common.json) {
       print_json({{"output", o->out}, {"context_tokens", ids.size()}, {"method", f.method}, {"ratio", f.ratio},
                   {"kept_entries", f.cache.total_entries()}, {"full_entries", prefill.cache.total_entries()},
                   {"cache_bytes", f.cache.bytes()}, {"full_cache_bytes", prefill.cache.bytes()},
-                  {"file_bytes", file_bytes}, {"model_fingerprint", fingerprint_hex(f.model_fingerprint)}});
+                  {"file_bytes", file_bytes}, {"model_fingerprint", fingerprint_hex(f.model_fingerprint)},
+                  {"budgets", o->budgets}, {"uniform_cache_bytes_same_total", uniform_bytes}});
     } else {
       fmt::print("{}: {} context tokens, {} at ratio {}: {} of {} entries kept ({} of {} cache bytes), file {} bytes\n",
                  o->out, ids.size(), f.method, f.ratio, f.cache.total_entries(), prefill.cache.total_entries(),
                  f.cache.bytes(), prefill.cache.bytes(), file_bytes);
+      if (!o->budgets.empty())
+        fmt::print("per-head budgets from {}: {} bytes; a uniform cache of the same total: {} bytes\n", o->budgets,
+                   f.cache.bytes(), uniform_bytes);
     }
     return 0;
   };

@@ -30,7 +30,7 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--data", o->data, "QuALITY-format JSONL: one article per line with questions, options, gold_label")
       ->required();
   cmd->add_option("--ratios", o->ratios, "keep ratios r in [0, 1], comma-separated");
-  cmd->add_option("--methods", o->methods, fmt::format("comma-separated: {}", fmt::join(compaction_method_names(), ", ")));
+  cmd->add_option("--methods", o->methods, fmt::format("comma-separated method specs (`kvcompact methods`), families: {}", fmt::join(compaction_method_names(), ", ")));
   cmd->add_option("--answers-cache", o->answers_cache,
                   "folder for the reference answers of the uncompacted model (reused on rerun)");
   cmd->add_option("--max-answer-tokens", o->max_answer_tokens, "reference answer length cap (tokens)")
@@ -45,8 +45,8 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
   return [o, &common] {
     QaEvalOptions opt;
     opt.ratios = parse_number_list("--ratios", o->ratios);
-    opt.methods = split_list(o->methods);
-    for (const auto& name : opt.methods) parse_compaction_method(name);  // validate before loading
+    opt.methods.clear();
+    for (const MethodSpec& m : parse_method_list(o->methods)) opt.methods.push_back(to_string(m));
     opt.answers_cache_dir = o->answers_cache;
     opt.max_answer_tokens = o->max_answer_tokens;
     opt.max_context_tokens = o->max_context_tokens;

@@ -212,16 +212,24 @@ QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& artic
     if (ids.size() < 2) throw Error(fmt::format("article {} (line {}): context has fewer than 2 tokens", art.id, art.line));
     context_sum += static_cast<double>(ids.size());
 
-    ContextPrefill prefill = repeat_prefill(tr, tok, ids);
     std::vector<KVCache> caches;
-    caches.push_back(prefill.cache);
+    caches.push_back(KVCache{});  // the full cache, set below
+    std::vector<float> last_logits;  // after the context's last token
     for (std::size_t mi = 0; mi < methods.size(); ++mi) {
+      QueryPlan plan;
+      plan.spec = methods[mi].queries;
+      plan.seed = options.seed + ai;
+      const ContextPrefill prefill = collect_reference_queries(tr, tok, ids, plan);
+      if (mi == 0) {
+        caches[0] = prefill.cache;
+        last_logits = prefill.last_logits;
+      }
       for (double ratio : options.ratios) {
         CompactionOptions co;
         co.method = methods[mi];
         co.ratio = ratio;
         co.seed = options.seed + ai;
-        caches.push_back(compact_cache(prefill.cache, prefill.queries, co));
+        caches.push_back(compact_cache(prefill.cache, prefill.queries, co, &prefill.context_queries));
       }
     }
     for (std::size_t r = 0; r < n_rows; ++r) {
@@ -237,13 +245,13 @@ QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& artic
         ref = *hit;
         ++res.answers_reused;
       } else {
-        KVCache c = prefill.cache;
+        KVCache c = caches[0];
         Sampler greedy(model.config.vocab_size, 0.0f, 1.0f, 1);
         ContinueOptions copt;
         copt.max_new_tokens = options.max_answer_tokens;
         copt.stop_at_newline = true;
         int stop = -1;
-        GenerationResult g = generate_from_cache(tr, tok, c, prefill.last_logits, ids.back(), prompts[q],
+        GenerationResult g = generate_from_cache(tr, tok, c, last_logits, ids.back(), prompts[q],
                                                  greedy, copt, {}, &stop);
         ref.tokens = g.generated;
         if (stop >= 0) ref.tokens.push_back(stop);
@@ -255,7 +263,7 @@ QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& artic
 
       std::vector<QaQuestionScore> scores;
       for (std::size_t r = 0; r < n_rows; ++r) {
-        const PromptState s = feed_prompt(tr, caches[r], prefill.last_logits, prompt_ids[q]);
+        const PromptState s = feed_prompt(tr, caches[r], last_logits, prompt_ids[q]);
         QaQuestionScore sc;
         sc.answer_nll = continuation_nll(tr, s.cache, s.logits, ref.tokens).mean_nll();
         sc.mc_choice = best_option(option_lls(tr, s, option_ids[q])) + 1;
