@@ -9,6 +9,7 @@
 #include "analysis/influence.h"
 #include "cli_model.h"
 #include "compaction/method_spec.h"
+#include "io/json_file.h"
 #include "io/error.h"
 #include "io/text_documents.h"
 #include "report/figures.h"
@@ -157,14 +158,7 @@ Runner register_plot(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--heads", o->heads, "influence: heads to show (default all)");
   add_common_options(cmd, common);
   return [o, &common] {
-    std::ifstream in(o->input);
-    if (!in) throw Error(fmt::format("{}: cannot open", o->input));
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const std::exception& e) {
-      throw Error(fmt::format("{}: not JSON ({})", o->input, e.what()));
-    }
+    const nlohmann::json j = read_json_file(o->input);
     std::string svg, kind;
     if (j.contains("schedule")) {
       svg = budget_heatmap(budget_schedule_from_json(j, o->input));

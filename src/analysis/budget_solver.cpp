@@ -10,6 +10,7 @@
 #include <set>
 
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "io/error.h"
 
 namespace kvcompact {
@@ -375,15 +376,7 @@ void write_budget_schedule(const std::string& path, const BudgetSchedule& s) {
 }
 
 BudgetSchedule read_budget_schedule(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open", path));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: not valid JSON: {}", path, e.what()));
-  }
-  return budget_schedule_from_json(j, path);
+  return budget_schedule_from_json(read_json_file(path), path);
 }
 
 std::vector<int> per_head_budgets(const std::vector<double>& p, const std::vector<int>& T, double R) {

@@ -15,6 +15,7 @@
 #include "compaction/compact_cache.h"
 #include "compaction/head_compaction.h"
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "io/error.h"
 #include "model/model_fingerprint.h"
 #include "model/transformer.h"
@@ -197,13 +198,7 @@ nlohmann::json document_json(const DocumentInfluence& r, const std::string& fing
 /// Reads a per-document file written by an earlier run; refuses one made with other settings.
 DocumentInfluence read_document(const std::string& path, const std::string& fingerprint,
                                 const InfluenceOptions& o, int n_layers, int n_kv_heads) {
-  nlohmann::json j;
-  try {
-    std::ifstream in(path);
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw Error(fmt::format("{}: unreadable result file ({}); delete it to recompute", path, e.what()));
-  }
+  const nlohmann::json j = read_json_file(path);
   auto mismatch = [&](const char* what) {
     return Error(fmt::format("{}: was made with a different {}; use another --out folder", path, what));
   };

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "io/error.h"
 
 namespace kvcompact {
@@ -310,15 +311,7 @@ void write_influence_curves_json(const std::string& path, const InfluenceCurves&
 }
 
 InfluenceCurves read_influence_curves_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open", path));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: not valid JSON: {}", path, e.what()));
-  }
-  return influence_curves_from_json(j, path);
+  return influence_curves_from_json(read_json_file(path), path);
 }
 
 std::string influence_curves_csv(const InfluenceCurves& c) {

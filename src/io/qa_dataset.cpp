@@ -1,5 +1,7 @@
 #include "io/qa_dataset.h"
 
+#include "io/utf8.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -22,21 +24,7 @@ std::string lower(std::string_view s) {
 
 void append_utf8(std::string& out, unsigned long cp) {
   if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) cp = 0xFFFD;
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  utf8::append(out, static_cast<std::uint32_t>(cp));
 }
 
 // Decodes one entity starting at s[i] == '&'; returns the bytes consumed (0 when not an entity).
