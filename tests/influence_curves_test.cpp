@@ -99,7 +99,7 @@ TEST(InfluenceCurves, RatioGrid) {
 TEST(InfluenceCurves, BadRatioGrids) {
   for (const char* bad : {"0.5,0.2", "0.1,0.1", "0:1.5:3", "-0.1,0.5", "1:0:3", "0:1:0", "0:1", "a,b", "0.1,,0.2",
                           "0:1:2.5", "0.1,nan", "0.1,inf", "0:0.5:1", ""}) {
-    expect_error([&] { parse_ratio_grid(bad); }, {"--grid"});
+    expect_error([&] { parse_ratio_grid(bad); }, {"--ratios"});
   }
 }
 

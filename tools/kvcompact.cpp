@@ -55,7 +55,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "kvcompact: error: %s (see --help)\n", e.what());
+    return 1;
   }
   try {
     apply_threads(common.threads);

@@ -148,7 +148,7 @@ std::vector<HeadId> parse_head_names(const std::string& spec, int n_layers, int 
 }
 
 std::vector<double> parse_ratio_grid(const std::string& spec) {
-  const std::string what = fmt::format("--grid '{}'", spec);
+  const std::string what = fmt::format("--ratios '{}'", spec);
   std::vector<double> grid;
   if (spec.find(':') != std::string::npos) {
     auto parts = split(spec, ':');
@@ -157,7 +157,7 @@ std::vector<double> parse_ratio_grid(const std::string& spec) {
     if (parts.size() != 3 || !parse_double(parts[0], a) || !parse_double(parts[1], b) ||
         !parse_int(parts[2], n))
       throw Error(fmt::format("{}: expected start:stop:count, e.g. 0:0.5:51", what));
-    if (n < 1) throw Error(fmt::format("{}: count must be >= 1", what));
+    if (n < 1 || n > 100001) throw Error(fmt::format("{}: count must be in [1, 100001]", what));
     if (n == 1) {
       if (a != b) throw Error(fmt::format("{}: count 1 needs start == stop", what));
       grid.push_back(a);
@@ -179,7 +179,7 @@ std::vector<double> parse_ratio_grid(const std::string& spec) {
 std::size_t baseline_index(double baseline, const std::vector<double>& grid) {
   for (std::size_t i = 0; i < grid.size(); ++i)
     if (std::fabs(grid[i] - baseline) <= 1e-9) return i;
-  throw Error(fmt::format("--baseline {}: not on the ratio grid (add it to --grid)", baseline));
+  throw Error(fmt::format("--baseline {}: not on the ratio grid (add it to --ratios)", baseline));
 }
 
 CurveStats aggregate_documents(const std::vector<std::vector<double>>& per_document) {

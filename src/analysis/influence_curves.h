@@ -57,7 +57,7 @@ struct InfluenceCurves {
 std::vector<HeadId> parse_head_names(const std::string& spec, int n_layers, int n_kv_heads);
 
 /// Parses a ratio grid: "start:stop:count" (count >= 2 evenly spaced points, both ends included;
-/// count 1 needs start == stop) or a comma list "0.01,0.05,0.1". Every value must be finite, in
+/// count 1 needs start == stop; count <= 100001) or a comma list "0.01,0.05,0.1". Every value must be finite, in
 /// [0, 1], and the list strictly increasing. Throws Error naming the option text otherwise.
 std::vector<double> parse_ratio_grid(const std::string& spec);
 
