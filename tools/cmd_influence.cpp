@@ -129,6 +129,19 @@ Runner register_budget(CLI::App& app, CommonOptions& common) {
       throw Error(fmt::format("--schedule: unknown schedule '{}' (valid: optimized, uniform, pyramid)", o->schedule));
     }
     if (curves && o->schedule != "optimized") set_predicted_delta(s, *curves);
+    if (curves && !curves->grid.empty()) {
+      // The additive model reads each head's curve at r_h = p_h * H * R; past the grid it holds the
+      // last value, which is an extrapolation: say so.
+      const double H_all = static_cast<double>(s.n_layers) * s.n_kv_heads;
+      double worst = 0;
+      for (const auto& h : s.heads)
+        for (double R : targets) worst = std::max(worst, h.proportion * H_all * R);
+      if (worst > curves->grid.back() + 1e-12)
+        std::fprintf(stderr,
+                     "kvcompact: note: some head ratios reach %.3g, beyond the curves' last ratio %.3g; the "
+                     "prediction holds the last value there (sweep a wider --ratios grid for these targets)\n",
+                     worst, curves->grid.back());
+    }
     write_budget_schedule(o->out, s);
     const std::string svg = budget_heatmap(s);
     std::string base = o->out.size() > 5 && o->out.ends_with(".json") ? o->out.substr(0, o->out.size() - 5) : o->out;
@@ -141,7 +154,7 @@ Runner register_budget(CLI::App& app, CommonOptions& common) {
     fmt::print("{} schedule for {} layers x {} KV heads -> {} (heatmap {}.svg)\n", s.schedule, s.n_layers,
                s.n_kv_heads, o->out, base);
     for (const auto& [R, D] : s.predicted_delta)
-      fmt::print("  predicted delta NLL at total ratio {}: {:+.5f} nats/token (additive model)\n", R, D);
+      fmt::print("  predicted delta NLL at total ratio {}: {:+.5f} nats/token (additive model, relative to every head at the curves' baseline ratio)\n", R, D);
     return 0;
   };
 }
