@@ -54,8 +54,8 @@ TEST(TransformerHooks, ResumingAtALayerIsBitIdentical) {
 
 struct ZeroLayerAttention : ForwardObserver {
   int layer = 0, q_dim = 0;
-  void on_attention_output(int l, float* att, int n, int) override {
-    if (l == layer) std::fill(att, att + static_cast<std::size_t>(n) * q_dim, 0.0f);
+  void on_attention_output(const AttentionContext& ctx, float* att) override {
+    if (ctx.layer == layer) std::fill(att, att + static_cast<std::size_t>(ctx.n_tokens) * q_dim, 0.0f);
   }
 };
 

@@ -215,7 +215,10 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
                                       static_cast<int>(h.length())};
     }
     causal_attention(q, n, c.n_heads, c.n_kv_heads, hd, ws.views.data(), att);
-    if (options.observer) options.observer->on_attention_output(l, att, n, first_pos);
+    if (options.observer) {
+      const AttentionContext ctx{l, n, first_pos, c.n_heads, c.n_kv_heads, hd, q, ws.views.data()};
+      options.observer->on_attention_output(ctx, att);
+    }
 
     matmul_wt(att, w.wo, proj, n, qd, dim);
     if (c.attention_out_bias) add_bias(proj, w.bo, n);

@@ -7,11 +7,27 @@
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
+#include "ops/attention.h"
 
 namespace kvcompact {
 
 /// Which rows of logits a forward pass returns.
 enum class LogitsMode { None, Last, All };
+
+/// What the attention of one layer read in a forward call. Query head h attends its KV head
+/// g = h / (n_heads / n_kv_heads) through heads[g], whose last n_tokens entries are the new
+/// tokens' own keys/values; row i sees entries 0 .. heads[g].length - n_tokens + i. Scores are
+/// q.k / sqrt(head_dim) + beta (ops/attention.h).
+struct AttentionContext {
+  int layer = 0;
+  int n_tokens = 0;
+  int first_position = 0;  ///< RoPE position of row 0
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  const float* q = nullptr;  ///< [n_tokens, n_heads * head_dim], after RoPE
+  const AttentionHeadView* heads = nullptr;  ///< [n_kv_heads]
+};
 
 /// Receives intermediate tensors during a forward pass (reference-query capture, analyses).
 class ForwardObserver {
@@ -27,12 +43,11 @@ class ForwardObserver {
   virtual void on_layer_input(int layer, const float* x, int n_tokens) {
     (void)layer, (void)x, (void)n_tokens;
   }
-  /// Attention output of layer `layer` before the output projection: att [n_tokens, n_heads *
+  /// Attention output of layer `ctx.layer` before the output projection: att [n_tokens, n_heads *
   /// head_dim], query head h in columns [h*head_dim, (h+1)*head_dim). May be modified in place
-  /// (head interventions: zeroing or replacing a head's output).
-  virtual void on_attention_output(int layer, float* att, int n_tokens, int first_position) {
-    (void)layer, (void)att, (void)n_tokens, (void)first_position;
-  }
+  /// (head interventions: zeroing or replacing a head's output). `ctx` holds what the attention
+  /// read (queries and the layer's KV head views) for analyses that need the attention weights.
+  virtual void on_attention_output(const AttentionContext& ctx, float* att) { (void)ctx, (void)att; }
 };
 
 /// Options of one forward call.

@@ -1,0 +1,100 @@
+#include "analysis/head_intervention.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "io/error.h"
+
+namespace kvcompact {
+
+Ablation parse_ablation(const std::string& text) {
+  if (text == "zero") return Ablation::Zero;
+  if (text == "mean") return Ablation::Mean;
+  if (text == "uniform") return Ablation::Uniform;
+  throw Error(fmt::format("unknown ablation \"{}\" (expected zero, mean or uniform)", text));
+}
+
+std::string to_string(Ablation ablation) {
+  switch (ablation) {
+    case Ablation::Zero: return "zero";
+    case Ablation::Mean: return "mean";
+    case Ablation::Uniform: return "uniform";
+  }
+  return "?";
+}
+
+HeadIntervention::HeadIntervention(const ModelConfig& config, std::vector<QueryHeadId> heads,
+                                   Ablation ablation, const HeadMeans* means,
+                                   ForwardObserver* inner)
+    : config_(config), heads_(std::move(heads)), by_layer_(config.n_layers), ablation_(ablation),
+      means_(means), inner_(inner) {
+  for (const QueryHeadId& h : heads_) {
+    if (h.layer < 0 || h.layer >= config.n_layers || h.head < 0 || h.head >= config.n_heads)
+      throw Error(fmt::format("head intervention: head {} is outside the model ({} layers x {} heads)",
+                              query_head_name(h), config.n_layers, config.n_heads));
+    by_layer_[h.layer].push_back(h.head);
+  }
+  if (ablation_ == Ablation::Mean) {
+    if (means_ == nullptr) throw Error("head intervention: mean ablation needs head means (--head-means)");
+    if (means_->n_layers != config.n_layers || means_->n_heads != config.n_heads ||
+        means_->head_dim != config.head_dim)
+      throw Error(fmt::format(
+          "head intervention: head means are for {} layers x {} heads x head_dim {}, the model has "
+          "{} x {} x {}",
+          means_->n_layers, means_->n_heads, means_->head_dim, config.n_layers, config.n_heads,
+          config.head_dim));
+  }
+}
+
+void HeadIntervention::on_queries(int layer, const float* q, int n_tokens, int first_position) {
+  if (inner_) inner_->on_queries(layer, q, n_tokens, first_position);
+}
+
+void HeadIntervention::on_layer_input(int layer, const float* x, int n_tokens) {
+  if (inner_) inner_->on_layer_input(layer, x, n_tokens);
+}
+
+void HeadIntervention::on_attention_output(const AttentionContext& ctx, float* att) {
+  const std::vector<int>& masked = by_layer_[ctx.layer];
+  const int hd = ctx.head_dim, n = ctx.n_tokens;
+  const std::size_t stride = static_cast<std::size_t>(ctx.n_heads) * hd;
+  const int group = ctx.n_heads / ctx.n_kv_heads;
+  std::vector<double> acc;
+  for (int h : masked) {
+    for (int i = 0; i < n; ++i) {
+      float* out = att + i * stride + static_cast<std::size_t>(h) * hd;
+      switch (ablation_) {
+        case Ablation::Zero:
+          std::fill(out, out + hd, 0.0f);
+          break;
+        case Ablation::Mean: {
+          const float* m = means_->head(ctx.layer, h);
+          std::copy(m, m + hd, out);
+          break;
+        }
+        case Ablation::Uniform: {
+          // weights softmax(beta_j) over the visible entries j = 0 .. L - n + i
+          const AttentionHeadView& v = ctx.heads[h / group];
+          const int visible = v.length - n + i + 1;
+          float bmax = -INFINITY;
+          for (int j = 0; j < visible; ++j) bmax = std::max(bmax, v.beta[j]);
+          acc.assign(hd, 0.0);
+          double total = 0;
+          for (int j = 0; j < visible; ++j) {
+            const double w = std::exp(static_cast<double>(v.beta[j]) - bmax);
+            total += w;
+            const float* val = v.values + static_cast<std::size_t>(j) * hd;
+            for (int d = 0; d < hd; ++d) acc[d] += w * val[d];
+          }
+          for (int d = 0; d < hd; ++d) out[d] = static_cast<float>(acc[d] / total);
+          break;
+        }
+      }
+    }
+  }
+  if (inner_) inner_->on_attention_output(ctx, att);
+}
+
+}  // namespace kvcompact

@@ -1,0 +1,329 @@
+#include "analysis/head_scores.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "io/atomic_file.h"
+#include "io/error.h"
+#include "io/json_file.h"
+#include "model/model_fingerprint.h"
+#include "model/transformer.h"
+
+namespace kvcompact {
+
+namespace {
+
+// Attention weights of one query row of query head h against the visible entries of its KV head
+// view: scores q.k/sqrt(d) + beta, softmax. Writes `visible` weights into w.
+void row_weights(const AttentionContext& ctx, int row, int h, std::vector<double>& w) {
+  const int group = ctx.n_heads / ctx.n_kv_heads, hd = ctx.head_dim;
+  const AttentionHeadView& v = ctx.heads[h / group];
+  const int visible = v.length - ctx.n_tokens + row + 1;
+  const float* q = ctx.q + static_cast<std::size_t>(row) * ctx.n_heads * hd + static_cast<std::size_t>(h) * hd;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  w.resize(visible);
+  double mx = -INFINITY;
+  for (int j = 0; j < visible; ++j) {
+    const float* k = v.keys + static_cast<std::size_t>(j) * hd;
+    double s = 0;
+    for (int d = 0; d < hd; ++d) s += static_cast<double>(q[d]) * k[d];
+    w[j] = s * scale + v.beta[j];
+    mx = std::max(mx, w[j]);
+  }
+  double total = 0;
+  for (int j = 0; j < visible; ++j) total += (w[j] = std::exp(w[j] - mx));
+  for (int j = 0; j < visible; ++j) w[j] /= total;
+}
+
+HeadScores make_scores(const Model& model, const std::string& method, const std::string& order,
+                       int items, const std::vector<double>& per_head, bool descending) {
+  const ModelConfig& c = model.config;
+  HeadScores s;
+  s.method = method;
+  s.model_fingerprint = fingerprint_hex(model_fingerprint(c, model.weights));
+  s.order = order;
+  s.n_layers = c.n_layers;
+  s.n_heads = c.n_heads;
+  s.n_kv_heads = c.n_kv_heads;
+  s.items = items;
+  for (int l = 0; l < c.n_layers; ++l)
+    for (int h = 0; h < c.n_heads; ++h)
+      s.ranked.push_back({{l, h}, per_head[static_cast<std::size_t>(l) * c.n_heads + h]});
+  std::stable_sort(s.ranked.begin(), s.ranked.end(), [&](const HeadScore& a, const HeadScore& b) {
+    return descending ? a.score > b.score : a.score < b.score;
+  });
+  return s;
+}
+
+struct RetrievalObserver : ForwardObserver {
+  const std::vector<int>* ids = nullptr;
+  const std::vector<char>* in_span = nullptr;
+  int first_row = 0;  // row predicting the first needle token
+  int n_heads = 0;
+  std::vector<double> hits;  // [n_layers * n_heads]
+  void on_attention_output(const AttentionContext& ctx, float*) override {
+    std::vector<double> w;
+    for (int row = first_row; row + 1 < ctx.n_tokens; ++row) {
+      const int target = (*ids)[row + 1];
+      for (int h = 0; h < ctx.n_heads; ++h) {
+        row_weights(ctx, row, h, w);
+        const int j = static_cast<int>(std::max_element(w.begin(), w.end()) - w.begin());
+        // entries are the sequence's own tokens: the cache started empty
+        if (j < static_cast<int>(in_span->size()) && (*in_span)[j] && (*ids)[j] == target)
+          hits[static_cast<std::size_t>(ctx.layer) * n_heads + h] += 1;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+RetrievalProbeResult retrieval_probe(const Model& model, const RetrievalProbe& probe) {
+  if (!model.tokenizer) throw Error(fmt::format("{}: model has no tokenizer", model.path));
+  const Tokenizer& tok = *model.tokenizer;
+  const ModelConfig& c = model.config;
+  RetrievalProbeResult r;
+  r.hit_rate.assign(static_cast<std::size_t>(c.n_layers) * c.n_heads, 0.0);
+  if (probe.needle.empty()) return r;
+  std::string answer = probe.needle;
+  if (!probe.prompt.empty() && !std::isspace(static_cast<unsigned char>(probe.prompt.back())) &&
+      !std::isspace(static_cast<unsigned char>(answer.front())))
+    answer = " " + answer;
+  const std::vector<int> p = tok.encode(probe.prompt, true);
+  const std::vector<int> ids = tok.encode(probe.prompt + answer, true);
+  std::size_t k0 = 0;
+  while (k0 < p.size() && k0 < ids.size() && p[k0] == ids[k0]) ++k0;
+  if (k0 < 1 || k0 >= ids.size()) return r;
+  // character offsets of the context tokens in the decoded context
+  std::string decoded;
+  std::vector<std::size_t> start(k0), end(k0);
+  int prev = -1;
+  for (std::size_t i = 0; i < k0; ++i) {
+    start[i] = decoded.size();
+    if (ids[i] != tok.bos_id() && ids[i] != tok.eos_id()) decoded += tok.decode_token(prev, ids[i]);
+    end[i] = decoded.size();
+    prev = ids[i];
+  }
+  const std::size_t c0 = decoded.find(probe.needle);
+  if (c0 == std::string::npos) return r;
+  const std::size_t c1 = c0 + probe.needle.size();
+  std::vector<char> in_span(k0, 0);
+  for (std::size_t i = 0; i < k0; ++i)
+    if (end[i] > start[i] && start[i] < c1 && end[i] > c0) {
+      in_span[i] = 1;
+      ++r.needle_span_tokens;
+    }
+  RetrievalObserver obs;
+  obs.ids = &ids;
+  obs.in_span = &in_span;
+  obs.first_row = static_cast<int>(k0) - 1;
+  obs.n_heads = c.n_heads;
+  obs.hits.assign(r.hit_rate.size(), 0.0);
+  Transformer tr(c, model.weights);
+  KVCache cache = tr.make_cache();
+  ForwardOptions o;
+  o.logits = LogitsMode::None;
+  o.observer = &obs;
+  tr.forward(ids, cache, o);
+  r.needle_tokens = static_cast<int>(ids.size() - k0);
+  for (std::size_t i = 0; i < r.hit_rate.size(); ++i) r.hit_rate[i] = obs.hits[i] / r.needle_tokens;
+  return r;
+}
+
+HeadScores retrieval_scores(const Model& model, const std::vector<RetrievalProbe>& probes,
+                            const std::function<void(int, int)>& progress) {
+  const ModelConfig& c = model.config;
+  std::vector<double> sum(static_cast<std::size_t>(c.n_layers) * c.n_heads, 0.0);
+  int scored = 0;
+  for (std::size_t i = 0; i < probes.size(); ++i) {
+    const RetrievalProbeResult r = retrieval_probe(model, probes[i]);
+    if (r.needle_tokens > 0) {
+      ++scored;
+      for (std::size_t j = 0; j < sum.size(); ++j) sum[j] += r.hit_rate[j];
+    }
+    if (progress) progress(static_cast<int>(i) + 1, static_cast<int>(probes.size()));
+  }
+  if (scored == 0)
+    throw Error(fmt::format("retrieval scores: none of the {} probes has its answer inside its prompt",
+                            probes.size()));
+  for (double& s : sum) s /= scored;
+  return make_scores(model, "retrieval",
+                     "retrieval score (hits / needle tokens), highest first; ties by layer, head",
+                     scored, sum, true);
+}
+
+namespace {
+
+struct EntropyObserver : ForwardObserver {
+  int n_heads = 0;
+  std::vector<double> sum;  // [n_layers * n_heads]
+  long long rows = 0;       // rows counted per head
+  void on_attention_output(const AttentionContext& ctx, float*) override {
+    const int first = ctx.heads[0].length - ctx.n_tokens;  // entries before row 0
+    std::vector<double> w;
+    for (int row = std::max(0, 1 - first); row < ctx.n_tokens; ++row) {
+      for (int h = 0; h < ctx.n_heads; ++h) {
+        row_weights(ctx, row, h, w);
+        double e = 0;
+        for (double p : w)
+          if (p > 0) e -= p * std::log(p);
+        sum[static_cast<std::size_t>(ctx.layer) * n_heads + h] += e;
+      }
+      if (ctx.layer == 0) ++rows;
+    }
+  }
+};
+
+}  // namespace
+
+HeadScores entropy_scores(const Model& model, const std::vector<std::vector<int>>& documents,
+                          const std::function<void(int, int)>& progress) {
+  const ModelConfig& c = model.config;
+  EntropyObserver obs;
+  obs.n_heads = c.n_heads;
+  obs.sum.assign(static_cast<std::size_t>(c.n_layers) * c.n_heads, 0.0);
+  Transformer tr(c, model.weights);
+  int used = 0;
+  for (std::size_t d = 0; d < documents.size(); ++d) {
+    if (documents[d].size() >= 2) {
+      KVCache cache = tr.make_cache();
+      ForwardOptions o;
+      o.logits = LogitsMode::None;
+      o.observer = &obs;
+      tr.forward(documents[d], cache, o);
+      ++used;
+    }
+    if (progress) progress(static_cast<int>(d) + 1, static_cast<int>(documents.size()));
+  }
+  if (used == 0 || obs.rows == 0)
+    throw Error("entropy scores: no document has 2 or more tokens");
+  for (double& s : obs.sum) s /= static_cast<double>(obs.rows);
+  return make_scores(model, "entropy",
+                     "mean attention entropy (nats), lowest (most focused) first; ties by layer, head",
+                     used, obs.sum, false);
+}
+
+HeadScores influence_scores(const InfluenceCurves& curves, const ModelConfig& config,
+                            const std::string& model_fingerprint) {
+  if (curves.n_layers != config.n_layers || curves.n_kv_heads != config.n_kv_heads)
+    throw Error(fmt::format(
+        "influence scores: the curves are for {} layers x {} KV heads, the model has {} x {}",
+        curves.n_layers, curves.n_kv_heads, config.n_layers, config.n_kv_heads));
+  if (!model_fingerprint.empty() && !curves.model_fingerprint.empty() &&
+      curves.model_fingerprint != model_fingerprint)
+    throw Error(fmt::format("influence scores: the curves were made with model {}, not this model ({})",
+                            curves.model_fingerprint, model_fingerprint));
+  std::vector<double> per_head(static_cast<std::size_t>(config.n_layers) * config.n_heads, 0.0);
+  int documents = 0;
+  for (int l = 0; l < config.n_layers; ++l)
+    for (int g = 0; g < config.n_kv_heads; ++g) {
+      const HeadCurve* curve = curves.find(l, g);
+      if (curve == nullptr)
+        throw Error(fmt::format("influence scores: head {} was not swept (sweep --heads all)",
+                                head_name(l, g)));
+      double area = 0;
+      for (std::size_t i = 1; i < curve->ratios.size(); ++i)
+        area += 0.5 * (curve->mean[i] + curve->mean[i - 1]) * (curve->ratios[i] - curve->ratios[i - 1]);
+      documents = std::max(documents, curve->documents);
+      for (const QueryHeadId& q : query_heads_of_kv_head(config, l, g))
+        per_head[static_cast<std::size_t>(l) * config.n_heads + q.head] = -area;
+    }
+  HeadScores s;
+  s.method = "influence";
+  s.model_fingerprint = curves.model_fingerprint;
+  s.order = "minus the area under the KV head's influence curve (nats/token x ratio), highest first; "
+            "query heads of a group share it; ties by layer, head";
+  s.n_layers = config.n_layers;
+  s.n_heads = config.n_heads;
+  s.n_kv_heads = config.n_kv_heads;
+  s.items = documents;
+  for (int l = 0; l < config.n_layers; ++l)
+    for (int h = 0; h < config.n_heads; ++h)
+      s.ranked.push_back({{l, h}, per_head[static_cast<std::size_t>(l) * config.n_heads + h]});
+  std::stable_sort(s.ranked.begin(), s.ranked.end(),
+                   [](const HeadScore& a, const HeadScore& b) { return a.score > b.score; });
+  return s;
+}
+
+void write_head_scores(const std::string& path, const HeadScores& scores) {
+  nlohmann::json j;
+  j["method"] = scores.method;
+  j["model_fingerprint"] = scores.model_fingerprint;
+  j["order"] = scores.order;
+  j["n_layers"] = scores.n_layers;
+  j["n_heads"] = scores.n_heads;
+  j["n_kv_heads"] = scores.n_kv_heads;
+  j["items"] = scores.items;
+  nlohmann::json heads = nlohmann::json::array();
+  const int group = scores.n_kv_heads > 0 ? scores.n_heads / scores.n_kv_heads : 1;
+  for (std::size_t i = 0; i < scores.ranked.size(); ++i) {
+    const HeadScore& h = scores.ranked[i];
+    heads.push_back({{"rank", i + 1},
+                     {"name", query_head_name(h.head)},
+                     {"layer", h.head.layer},
+                     {"head", h.head.head},
+                     {"kv_head", h.head.head / group},
+                     {"score", h.score}});
+  }
+  j["heads"] = heads;
+  write_file_atomic(path, j.dump(2) + "\n");
+}
+
+HeadScores read_head_scores(const std::string& path, const ModelConfig* config) {
+  const nlohmann::json j = read_json_file(path);
+  HeadScores s;
+  std::string field = "method";
+  try {
+    s.method = j.at("method").get<std::string>();
+    field = "model_fingerprint";
+    s.model_fingerprint = j.value("model_fingerprint", std::string());
+    s.order = j.value("order", std::string());
+    field = "n_layers";
+    s.n_layers = j.at("n_layers").get<int>();
+    field = "n_heads";
+    s.n_heads = j.at("n_heads").get<int>();
+    field = "n_kv_heads";
+    s.n_kv_heads = j.value("n_kv_heads", s.n_heads);
+    s.items = j.value("items", 0);
+    field = "heads";
+    const nlohmann::json& heads = j.at("heads");
+    if (!heads.is_array()) throw Error(fmt::format("{}: heads: not an array", path));
+    for (std::size_t i = 0; i < heads.size(); ++i) {
+      field = fmt::format("heads[{}]", i);
+      HeadScore h;
+      h.head.layer = heads[i].at("layer").get<int>();
+      h.head.head = heads[i].at("head").get<int>();
+      h.score = heads[i].at("score").get<double>();
+      s.ranked.push_back(h);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: {}: {}", path, field, e.what()));
+  }
+  if (s.n_layers < 1 || s.n_heads < 1)
+    throw Error(fmt::format("{}: n_layers and n_heads must be >= 1", path));
+  if (config && (config->n_layers != s.n_layers || config->n_heads != s.n_heads))
+    throw Error(fmt::format("{}: scores are for {} layers x {} heads, the model has {} x {}", path,
+                            s.n_layers, s.n_heads, config->n_layers, config->n_heads));
+  std::vector<char> seen(static_cast<std::size_t>(s.n_layers) * s.n_heads, 0);
+  for (std::size_t i = 0; i < s.ranked.size(); ++i) {
+    const HeadScore& h = s.ranked[i];
+    if (h.head.layer < 0 || h.head.layer >= s.n_layers || h.head.head < 0 || h.head.head >= s.n_heads)
+      throw Error(fmt::format("{}: heads[{}]: head {} is outside {} layers x {} heads", path, i,
+                              query_head_name(h.head), s.n_layers, s.n_heads));
+    char& flag = seen[static_cast<std::size_t>(h.head.layer) * s.n_heads + h.head.head];
+    if (flag) throw Error(fmt::format("{}: heads[{}]: head {} listed twice", path, i, query_head_name(h.head)));
+    flag = 1;
+    if (!std::isfinite(h.score))
+      throw Error(fmt::format("{}: heads[{}]: score is not finite", path, i));
+  }
+  if (s.ranked.size() != seen.size())
+    throw Error(fmt::format("{}: lists {} heads, the model has {} (every head must be ranked)", path,
+                            s.ranked.size(), seen.size()));
+  return s;
+}
+
+}  // namespace kvcompact
