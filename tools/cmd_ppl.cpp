@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "analysis/head_intervention.h"
+#include "analysis/head_means.h"
 #include "analysis/perplexity.h"
 #include "cli_model.h"
 #include "io/error.h"
@@ -20,6 +22,7 @@ Runner register_ppl(CLI::App& app, CommonOptions& common) {
     long long max_tokens = 0;
     int docs = 0;
     std::string cache;
+    std::string mask_heads, ablation = "zero", head_means;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("ppl", "mean NLL (nats/token) and perplexity of a text file");
@@ -31,14 +34,29 @@ Runner register_ppl(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--docs", o->docs, "score only the first N documents")->check(CLI::PositiveNumber);
   cmd->add_option("--cache", o->cache,
                   "score the whole --data text (encoded without BOS) as the continuation of a saved .kvc cache");
+  cmd->add_option("--mask-heads", o->mask_heads,
+                  "ablate heads: L<l>Q<h> query heads, L<l>H<g> KV heads (their GQA group), L<l> whole layers");
+  cmd->add_option("--ablation", o->ablation, "--mask-heads: zero, mean (needs --head-means) or uniform");
+  cmd->add_option("--head-means", o->head_means, "--ablation mean: file from `kvcompact head-means`");
   add_common_options(cmd, common);
   return [o, &common] {
     if (!o->cache.empty()) {
+      if (!o->mask_heads.empty()) throw Error("--mask-heads: not supported with --cache");
       if (o->docs > 0) throw Error("--docs: does not apply with --cache (the whole --data text is one continuation)");
       return run_ppl_from_cache({o->m.model, o->m.tokenizer, o->cache, o->data, o->max_tokens}, common);
     }
     Model model = load_model(o->m.model, o->m.tokenizer);
     Transformer transformer(model.config, model.weights);
+    const Ablation ablation = parse_ablation(o->ablation);
+    HeadMeans means;
+    if (!o->mask_heads.empty() && ablation == Ablation::Mean) {
+      if (o->head_means.empty()) throw Error("--ablation mean needs --head-means FILE (from `kvcompact head-means`)");
+      means = read_head_means(o->head_means);
+    }
+    const std::vector<QueryHeadId> masked = parse_head_set(o->mask_heads, model.config);
+    HeadIntervention intervention(model.config, masked, ablation,
+                                  ablation == Ablation::Mean && !masked.empty() ? &means : nullptr);
+    ForwardObserver* observer = masked.empty() ? nullptr : &intervention;
     NllResult total;
     int n_docs = 0;
     if (o->max_tokens > 0) {
@@ -48,7 +66,7 @@ Runner register_ppl(CLI::App& app, CommonOptions& common) {
         throw Error(fmt::format("{}: has {} tokens; --max-tokens {} needs {}", o->data, ids.size(),
                                 o->max_tokens, o->max_tokens + 1));
       ids.resize(static_cast<std::size_t>(o->max_tokens) + 1);
-      total = score_tokens(transformer, ids);
+      total = score_tokens(transformer, ids, 0, observer);
       n_docs = 1;
     } else {
       const auto docs = read_documents(o->data, o->docs);
@@ -56,7 +74,7 @@ Runner register_ppl(CLI::App& app, CommonOptions& common) {
         const std::vector<int> ids = model.tokenizer->encode(docs[d], /*add_bos=*/true);
         if (ids.size() < 2)
           throw Error(fmt::format("{}: document {} is shorter than 2 tokens", o->data, d + 1));
-        NllResult r = score_tokens(transformer, ids);
+        NllResult r = score_tokens(transformer, ids, 0, observer);
         total.total_nll += r.total_nll;
         total.tokens += r.tokens;
         ++n_docs;
@@ -67,10 +85,17 @@ Runner register_ppl(CLI::App& app, CommonOptions& common) {
     const double nll = total.mean_nll();
     if (!std::isfinite(nll)) throw Error(fmt::format("{}: NLL is not finite", o->data));
     if (common.json) {
-      print_json({{"nll", nll}, {"ppl", std::exp(nll)}, {"tokens", total.tokens}, {"documents", n_docs}});
+      print_json({{"nll", nll},
+                  {"ppl", std::exp(nll)},
+                  {"tokens", total.tokens},
+                  {"documents", n_docs},
+                  {"masked_heads", masked.size()},
+                  {"ablation", masked.empty() ? "none" : to_string(ablation)}});
     } else {
-      fmt::print("nll {:.6f} nats/token, perplexity {:.4f} over {} tokens ({} document{})\n", nll,
-                 std::exp(nll), total.tokens, n_docs, n_docs == 1 ? "" : "s");
+      fmt::print("nll {:.6f} nats/token, perplexity {:.4f} over {} tokens ({} document{}){}\n", nll,
+                 std::exp(nll), total.tokens, n_docs, n_docs == 1 ? "" : "s",
+                 masked.empty() ? std::string()
+                                : fmt::format(", {} query heads masked ({})", masked.size(), to_string(ablation)));
     }
     return 0;
   };

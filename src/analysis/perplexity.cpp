@@ -37,7 +37,7 @@ double sequence_nll(std::span<const float> logits, int vocab, std::span<const in
 double NllResult::perplexity() const { return std::exp(mean_nll()); }
 
 NllResult score_tokens(const Transformer& transformer, KVCache& cache, std::span<const int> ids,
-                       int chunk_tokens) {
+                       int chunk_tokens, ForwardObserver* observer) {
   if (ids.size() < 2)
     throw Error(fmt::format("perplexity: need at least 2 token ids, got {}", ids.size()));
   const int vocab = transformer.config().vocab_size;
@@ -46,6 +46,7 @@ NllResult score_tokens(const Transformer& transformer, KVCache& cache, std::span
   NllResult res;
   ForwardOptions opt;
   opt.logits = LogitsMode::All;
+  opt.observer = observer;
   for (int start = 0; start < n; start += chunk_tokens) {
     const int len = std::min(chunk_tokens, n - start);
     const std::vector<float> logits = transformer.forward(ids.subspan(start, len), cache, opt);
@@ -56,9 +57,9 @@ NllResult score_tokens(const Transformer& transformer, KVCache& cache, std::span
 }
 
 NllResult score_tokens(const Transformer& transformer, std::span<const int> ids,
-                       int chunk_tokens) {
+                       int chunk_tokens, ForwardObserver* observer) {
   KVCache cache = transformer.make_cache();
-  return score_tokens(transformer, cache, ids, chunk_tokens);
+  return score_tokens(transformer, cache, ids, chunk_tokens, observer);
 }
 
 }  // namespace kvcompact

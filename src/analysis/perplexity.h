@@ -30,12 +30,13 @@ struct NllResult {
 /// cache.next_position, ...) and scores targets ids[1 .. n-1], i.e. inputs ids[0:n-1], targets
 /// ids[1:n]. Runs as one prefill split into chunks of `chunk_tokens` forward calls (0 = automatic:
 /// at most ~64 MiB of logits per chunk), which gives the same result as a single call.
-/// The cache ends holding the n-1 fed tokens. Throws Error for fewer than 2 ids or bad ids.
+/// The cache ends holding the n-1 fed tokens. `observer` (optional, e.g. a HeadIntervention) is
+/// passed to every forward call. Throws Error for fewer than 2 ids or bad ids.
 NllResult score_tokens(const Transformer& transformer, KVCache& cache, std::span<const int> ids,
-                       int chunk_tokens = 0);
+                       int chunk_tokens = 0, ForwardObserver* observer = nullptr);
 
 /// score_tokens on a fresh cache.
 NllResult score_tokens(const Transformer& transformer, std::span<const int> ids,
-                       int chunk_tokens = 0);
+                       int chunk_tokens = 0, ForwardObserver* observer = nullptr);
 
 }  // namespace kvcompact

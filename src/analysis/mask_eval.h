@@ -1,0 +1,90 @@
+// TopK vs RandomK head masking on task suites (issue 5): mask the K best-ranked heads, or K random
+// heads, and measure accuracy and reference similarity (chrF; COMET through comet-score).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/comet_score.h"
+#include "analysis/head_intervention.h"
+#include "analysis/head_scores.h"
+#include "analysis/task_suite.h"
+#include "model/model.h"
+
+namespace kvcompact {
+
+/// Options of a masking study.
+struct MaskEvalOptions {
+  std::vector<int> ks;          ///< numbers of masked heads, each in [1, n_layers * n_heads]
+  int random_seeds = 5;         ///< RandomK draws per K (the same draws serve every family)
+  uint64_t seed = 0;            ///< base seed of the RandomK draws
+  Ablation ablation = Ablation::Zero;
+  const HeadMeans* means = nullptr;  ///< required for Ablation::Mean
+  /// "gold": similarity to the task's reference answer; "model": to the unmasked model's answer.
+  std::string reference = "gold";
+  /// Similarity metrics besides accuracy: any of "chrf", "comet".
+  std::vector<std::string> metrics = {"chrf"};
+  CometOptions comet;
+  bool progress = true;         ///< one line per condition on stderr
+};
+
+/// One output row: a metric's value for one family under one condition.
+/// condition "none" (k = 0, nothing masked), "topk" (the first k heads of the ranking) or
+/// "randomk" (mean and SEM over `draws` random sets of k heads). Metrics: "accuracy" (fraction
+/// of items whose normalised answer equals the reference, 0..1; always against the task
+/// reference), "chrf" (mean sentence-level chrF, 0..100, sacreBLEU CHRF defaults), "comet" (mean
+/// comet-score segment score, model-dependent scale).
+struct MaskEvalRow {
+  std::string family;
+  int k = 0;
+  std::string condition;
+  std::string metric;
+  double mean = 0;
+  double sem = 0;  ///< across random draws (0 for none/topk)
+  int draws = 1;
+  int items = 0;   ///< items of the family
+};
+
+/// A whole study.
+struct MaskEvalResult {
+  std::string model;
+  std::string model_fingerprint;
+  std::string score_method;     ///< the ranking's method (head-scores file)
+  std::string ablation;
+  std::string reference;        ///< "gold" | "model"
+  std::vector<std::string> metrics;  ///< "accuracy" first
+  std::vector<std::string> families; ///< in order of first appearance in the tasks
+  std::vector<int> ks;
+  int random_seeds = 0;
+  int n_heads_total = 0;        ///< query heads of the model
+  std::vector<MaskEvalRow> rows;
+  /// The heads masked by TopK at the largest k, in ranking order (names "L<l>Q<h>").
+  std::vector<std::string> topk_heads;
+};
+
+/// The random set of k query heads of draw `draw` (0-based): a Fisher-Yates shuffle of all heads
+/// (layer-major order) driven by std::mt19937_64 seeded from (seed, k, draw); the first k.
+std::vector<QueryHeadId> random_head_set(const ModelConfig& config, int k, int draw, uint64_t seed);
+
+/// Runs the study: the unmasked model, then for each k the top-k heads of `scores` and
+/// `random_seeds` random draws, every item answered by greedy generation (generate_answer with the
+/// item's stop strings and token limit) under the intervention. With `out_dir` non-empty, each
+/// condition's answers are saved in out_dir/runs/ (atomically, once finished) and a rerun with the
+/// same model, tasks, ablation and heads reuses them. Throws Error for no items, a k outside
+/// [1, heads], random_seeds < 1 (when ks is not empty), an unknown metric or reference, scores
+/// of another model shape or fingerprint, and as comet_score when "comet" is asked for.
+MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& items,
+                             const HeadScores& scores, const MaskEvalOptions& options,
+                             const std::string& out_dir = "");
+
+/// JSON form of a result (every field of MaskEvalResult; rows as objects).
+nlohmann::json mask_eval_to_json(const MaskEvalResult& result);
+/// Parses that JSON form; `source` names the file in errors.
+MaskEvalResult mask_eval_from_json(const nlohmann::json& j, const std::string& source);
+/// CSV: family,k,condition,metric,mean,sem,draws,items (one line per row).
+std::string mask_eval_csv(const MaskEvalResult& result);
+
+}  // namespace kvcompact

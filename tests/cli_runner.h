@@ -1,0 +1,62 @@
+// Test helper: run the kvcompact binary of this build and check its one-line error contract.
+// Header-only so any CLI test file can include it ("cli_runner.h").
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace kvcompact::testing {
+
+/// Exit status and captured output of one CLI run.
+struct CliRun {
+  int status = -1;
+  std::string out, err;
+};
+
+/// Runs `kvcompact ARGS --threads 1` (ARGS is passed through the shell) and captures stdout and
+/// stderr in per-process files under KVC_TEST_TMP (ctest runs tests in parallel processes).
+inline CliRun run_cli(const std::string& args) {
+  const std::string dir = KVC_TEST_TMP;
+  std::filesystem::create_directories(dir);
+  const std::string tag = std::to_string(static_cast<long>(getpid()));
+  const std::string out = dir + "/cli_out_" + tag + ".txt", err = dir + "/cli_err_" + tag + ".txt";
+  const std::string cmd = std::string(KVC_CLI_PATH) + " " + args + " --threads 1 >" + out + " 2>" + err;
+  CliRun r;
+  const int raw = std::system(cmd.c_str());
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  auto slurp = [](const std::string& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+/// Writes `bytes` to a per-process file KVC_TEST_TMP/<pid>_<name> and returns its path.
+inline std::string write_tmp(const std::string& name, const std::string& bytes) {
+  const std::string path = std::string(KVC_TEST_TMP) + "/" + std::to_string(static_cast<long>(getpid())) + "_" + name;
+  std::filesystem::create_directories(KVC_TEST_TMP);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+/// Exit status 1 and exactly one line on stderr, "kvcompact: error: ..." containing `needle`.
+inline void expect_one_line_error(const CliRun& r, const std::string& needle) {
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("kvcompact: error: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+}  // namespace kvcompact::testing

@@ -1,0 +1,123 @@
+// CLI: head-scores, head-means, mask-eval and ppl --mask-heads on stories260K, end to end and
+// with bad input.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/head_scores.h"
+#include "analysis/mask_eval.h"
+#include "cli_runner.h"
+#include "io/json_file.h"
+
+namespace kvcompact {
+namespace {
+
+using testing::expect_one_line_error;
+using testing::run_cli;
+using testing::write_tmp;
+
+const std::string kShared = KVC_SHARED_DIR;
+const std::string kBin = kShared + "/models/stories260K/stories260K.bin";
+const std::string kData = kShared + "/data/tinystories/tinystories_val_head.txt";
+
+// Two copy-style items written by hand (the answer occurs in the prompt) and one knowledge item.
+std::string task_file() {
+  const std::string a =
+      R"({"id":"c1","family":"copy","prompt":"Tom had a red ball and a blue hat. Lily saw a big dog.\nTom had a red","reference":"ball and a blue hat.","answer_type":"text","max_new_tokens":8})";
+  const std::string b =
+      R"({"id":"c2","family":"copy","prompt":"Once upon a time there was a little cat named Kitty. The sun was hot.\nOnce upon a time there was","reference":"a little cat named Kitty.","answer_type":"text","max_new_tokens":8})";
+  const std::string c =
+      R"({"id":"k1","family":"knowledge","prompt":"The capital of France is Paris.\nThe capital of Italy is","reference":"Rome","answer_type":"word","max_new_tokens":4})";
+  return write_tmp("heads_tasks.jsonl", a + "\n" + b + "\n" + c + "\n");
+}
+
+TEST(HeadsCli, ScoresThenMaskEvalEndToEnd) {
+  const std::string tasks = task_file();
+  const std::string scores = write_tmp("heads_scores.json", "");
+  auto r = run_cli("head-scores --model " + kBin + " --method retrieval --tasks " + tasks + " -o " + scores);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const HeadScores s = read_head_scores(scores);
+  EXPECT_EQ(s.method, "retrieval");
+  EXPECT_EQ(s.items, 2);  // the knowledge item's answer is not in its prompt
+  EXPECT_EQ(s.ranked.size(), 40u);
+
+  const std::string out = write_tmp("heads_mask", "");
+  std::filesystem::remove(out);
+  r = run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+              " --k 1,40 --random-seeds 2 --out " + out);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const MaskEvalResult m = mask_eval_from_json(read_json_file(out + "/mask_eval.json"), "mask_eval.json");
+  EXPECT_EQ(m.families, (std::vector<std::string>{"copy", "knowledge"}));
+  EXPECT_EQ(m.metrics, (std::vector<std::string>{"accuracy", "chrf"}));
+  // per family and metric: none + (topk + randomk) x 2 K values
+  EXPECT_EQ(m.rows.size(), 2u * 2u * 5u);
+  for (const MaskEvalRow& row : m.rows) {
+    if (row.k == 40 && row.condition == "randomk") {
+      // masking every head: every random draw is the same set, so the SEM is 0 and TopK == RandomK
+      EXPECT_EQ(row.sem, 0.0);
+      for (const MaskEvalRow& t : m.rows) {
+        if (t.k == 40 && t.condition == "topk" && t.family == row.family && t.metric == row.metric) {
+          EXPECT_EQ(t.mean, row.mean);
+        }
+      }
+    }
+    EXPECT_GE(row.mean, 0.0);
+  }
+  EXPECT_TRUE(std::filesystem::exists(out + "/mask_eval.svg"));
+  EXPECT_TRUE(std::filesystem::exists(out + "/runs/topk_k40.json"));
+  // a rerun reuses the saved answers (no "items in" progress lines) and gives the same file
+  const std::string first = read_json_file(out + "/mask_eval.json").dump();
+  r = run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+              " --k 1,40 --random-seeds 2 --out " + out);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("items in"), std::string::npos) << r.err;
+  EXPECT_EQ(read_json_file(out + "/mask_eval.json").dump(), first);
+
+  // bad input
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+                                " --k 41 --out " + out + "_x"),
+                        "K = 41");
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+                                " --k 0 --out " + out + "_x"),
+                        "K = 0");
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+                                " --k 2 --metric comet --out " + out + "_x"),
+                        "comet-score not found");
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+                                " --k 2 --ablation mean --out " + out + "_x"),
+                        "--head-means");
+  const std::string bad_tasks = write_tmp("heads_bad.jsonl", "{\"id\":\"a\"}\n");
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + bad_tasks + " --scores " + scores +
+                                " --k 2 --out " + out + "_x"),
+                        ":1:");
+  nlohmann::json j = read_json_file(scores);
+  j["heads"][0]["layer"] = 9;
+  const std::string bad_scores = write_tmp("heads_bad_scores.json", j.dump());
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + bad_scores +
+                                " --k 2 --out " + out + "_x"),
+                        "L9Q");
+  expect_one_line_error(run_cli("head-scores --model " + kBin + " --method nope -o " + scores), "nope");
+}
+
+TEST(HeadsCli, PplWithMaskedHeads) {
+  auto plain = run_cli("ppl --model " + kBin + " --data " + kData + " --max-tokens 200 --json");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  auto none = run_cli("ppl --model " + kBin + " --data " + kData + " --max-tokens 200 --json --mask-heads none");
+  EXPECT_EQ(nlohmann::json::parse(none.out)["nll"], nlohmann::json::parse(plain.out)["nll"]);
+  auto layer = run_cli("ppl --model " + kBin + " --data " + kData + " --max-tokens 200 --json --mask-heads L4");
+  ASSERT_EQ(layer.status, 0) << layer.err;
+  EXPECT_EQ(nlohmann::json::parse(layer.out)["masked_heads"], 8);
+  EXPECT_GT(nlohmann::json::parse(layer.out)["nll"].get<double>(), nlohmann::json::parse(plain.out)["nll"].get<double>());
+  const std::string means = write_tmp("heads_means.json", "");
+  auto hm = run_cli("head-means --model " + kBin + " --data " + kData + " --docs 3 -o " + means);
+  ASSERT_EQ(hm.status, 0) << hm.err;
+  auto mean = run_cli("ppl --model " + kBin + " --data " + kData + " --max-tokens 200 --json --mask-heads L0H1 "
+                      "--ablation mean --head-means " + means);
+  ASSERT_EQ(mean.status, 0) << mean.err;
+  expect_one_line_error(run_cli("ppl --model " + kBin + " --data " + kData + " --mask-heads L5Q0"), "L5Q0");
+  expect_one_line_error(run_cli("ppl --model " + kBin + " --data " + kData + " --mask-heads L0H4"), "L0H4");
+  expect_one_line_error(run_cli("ppl --model " + kBin + " --data " + kData + " --mask-heads L0 --ablation ones"), "ones");
+}
+
+}  // namespace
+}  // namespace kvcompact

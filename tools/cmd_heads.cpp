@@ -1,0 +1,224 @@
+// Head analyses: `head-scores` (retrieval / entropy / influence rankings), `head-means` (mean head
+// outputs for mean ablation) and `mask-eval` (TopK vs RandomK head masking on task suites).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "analysis/head_means.h"
+#include "analysis/head_scores.h"
+#include "analysis/influence_curves.h"
+#include "analysis/mask_eval.h"
+#include "analysis/task_suite.h"
+#include "cli_common.h"
+#include "cli_model.h"
+#include "io/atomic_file.h"
+#include "io/error.h"
+#include "io/json_file.h"
+#include "io/text_documents.h"
+#include "model/model_fingerprint.h"
+#include "report/mask_figure.h"
+#include "report/svg_plot.h"
+#include "report/table.h"
+
+namespace kvcompact::cli {
+
+namespace {
+
+std::vector<TaskItem> read_task_files(const std::vector<std::string>& files) {
+  std::vector<TaskItem> items;
+  for (const std::string& f : files) {
+    std::vector<TaskItem> part = read_task_suite(f);
+    items.insert(items.end(), part.begin(), part.end());
+  }
+  return items;
+}
+
+std::vector<std::vector<int>> encode_documents(const Model& model, const std::vector<std::string>& texts) {
+  std::vector<std::vector<int>> out;
+  for (const std::string& t : texts) out.push_back(model.tokenizer->encode(t, true));
+  return out;
+}
+
+void print_top(const HeadScores& s, int n) {
+  std::printf("%s scores (%d items); %s\n", s.method.c_str(), s.items, s.order.c_str());
+  for (int i = 0; i < n && i < static_cast<int>(s.ranked.size()); ++i)
+    std::printf("  %2d. %-7s %.6g\n", i + 1, query_head_name(s.ranked[i].head).c_str(), s.ranked[i].score);
+}
+
+auto progress_line(const char* what) {
+  return [what](int done, int total) {
+    if (done == total || done % 10 == 0) std::fprintf(stderr, "%s: %d/%d\n", what, done, total);
+  };
+}
+
+}  // namespace
+
+Runner register_head_scores(CLI::App& app, CommonOptions& common) {
+  struct Opts {
+    ModelOptions m;
+    std::string method, curves, data, out;
+    std::vector<std::string> tasks;
+    int docs = 0, top = 10;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand("head-scores", "rank attention heads: retrieval, entropy or influence scores");
+  add_model_options(cmd, o->m);
+  cmd->add_option("--method", o->method, "retrieval | entropy | influence")->required();
+  cmd->add_option("--tasks", o->tasks,
+                  "task files (JSONL; retrieval: items whose reference occurs in the prompt; entropy: prompts)");
+  cmd->add_option("--data", o->data, "entropy: UTF-8 text, documents separated by blank lines");
+  cmd->add_option("--docs", o->docs, "entropy --data: use the first N documents")->check(CLI::PositiveNumber);
+  cmd->add_option("--curves", o->curves, "influence: influence output folder or its influence.json");
+  cmd->add_option("--top", o->top, "heads to print");
+  cmd->add_option("-o,--out", o->out, "scores JSON file")->required();
+  add_common_options(cmd, common);
+  return [o, &common]() {
+    Model model = load_model(o->m.model, o->m.tokenizer);
+    HeadScores s;
+    if (o->method == "retrieval") {
+      if (o->tasks.empty()) throw Error("head-scores --method retrieval needs --tasks FILE (e.g. from `kvcompact tasks --family retrieval`)");
+      std::vector<RetrievalProbe> probes;
+      for (const TaskItem& it : read_task_files(o->tasks))
+        if (it.prompt.find(it.reference) != std::string::npos) probes.push_back({it.prompt, it.reference});
+      if (probes.empty())
+        throw Error("head-scores: no task item has its reference answer inside its prompt (use retrieval or copy tasks)");
+      s = retrieval_scores(model, probes, progress_line("head-scores retrieval"));
+    } else if (o->method == "entropy") {
+      std::vector<std::vector<int>> docs;
+      if (!o->data.empty()) docs = encode_documents(model, read_documents(o->data, o->docs));
+      else if (!o->tasks.empty())
+        for (const TaskItem& it : read_task_files(o->tasks)) docs.push_back(model.tokenizer->encode(it.prompt, true));
+      else throw Error("head-scores --method entropy needs --data FILE or --tasks FILE");
+      s = entropy_scores(model, docs, progress_line("head-scores entropy"));
+    } else if (o->method == "influence") {
+      if (o->curves.empty()) throw Error("head-scores --method influence needs --curves DIR (from `kvcompact influence`)");
+      std::string path = o->curves;
+      if (std::filesystem::is_directory(path)) path += "/influence.json";
+      const InfluenceCurves curves = read_influence_curves_json(path);
+      s = influence_scores(curves, model.config, fingerprint_hex(model_fingerprint(model.config, model.weights)));
+    } else {
+      throw Error(fmt::format("head-scores: unknown --method \"{}\" (expected retrieval, entropy or influence)", o->method));
+    }
+    write_head_scores(o->out, s);
+    if (common.json) {
+      print_json(read_json_file(o->out));
+    } else {
+      print_top(s, o->top);
+      std::printf("wrote %s\n", o->out.c_str());
+    }
+    return 0;
+  };
+}
+
+Runner register_head_means(CLI::App& app, CommonOptions& common) {
+  struct Opts {
+    ModelOptions m;
+    std::string data, out;
+    int docs = 20;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand("head-means", "mean attention output of every head over a text (for --ablation mean)");
+  add_model_options(cmd, o->m);
+  cmd->add_option("--data", o->data, "UTF-8 text; documents separated by blank lines")->required();
+  cmd->add_option("--docs", o->docs, "use the first N documents")->check(CLI::PositiveNumber);
+  cmd->add_option("-o,--out", o->out, "head-means JSON file")->required();
+  add_common_options(cmd, common);
+  return [o]() {
+    Model model = load_model(o->m.model, o->m.tokenizer);
+    const HeadMeans m = compute_head_means(model, encode_documents(model, read_documents(o->data, o->docs)));
+    write_head_means(o->out, m);
+    std::printf("head means of %d layers x %d heads over %lld tokens: wrote %s\n", m.n_layers, m.n_heads, m.tokens,
+                o->out.c_str());
+    return 0;
+  };
+}
+
+Runner register_mask_eval(CLI::App& app, CommonOptions& common) {
+  struct Opts {
+    ModelOptions m;
+    std::vector<std::string> tasks;
+    std::string scores, ks = "1,2,4,8,16", ablation = "zero", head_means, reference = "gold", metric = "chrf";
+    std::string comet_model = "Unbabel/wmt22-comet-da", out, plot;
+    int random_seeds = 5;
+    unsigned long long seed = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand("mask-eval", "mask the top-K scored heads vs K random heads on task suites");
+  add_model_options(cmd, o->m);
+  cmd->add_option("--tasks", o->tasks, "task files (JSONL from `kvcompact tasks`)")->required();
+  cmd->add_option("--scores", o->scores, "head ranking (JSON from `kvcompact head-scores`)")->required();
+  cmd->add_option("--k", o->ks, "numbers of masked heads, e.g. 1,2,4,8,16");
+  cmd->add_option("--random-seeds", o->random_seeds, "RandomK draws per K");
+  cmd->add_option("--seed", o->seed, "base seed of the RandomK draws");
+  cmd->add_option("--ablation", o->ablation, "zero | mean | uniform");
+  cmd->add_option("--head-means", o->head_means, "--ablation mean: file from `kvcompact head-means`");
+  cmd->add_option("--reference", o->reference, "similarity against: gold (task reference) or model (unmasked answer)");
+  cmd->add_option("--metric", o->metric, "similarity metrics besides accuracy: chrf, comet or chrf,comet");
+  cmd->add_option("--comet-model", o->comet_model, "--metric comet: model name for comet-score --model");
+  cmd->add_option("--out", o->out, "output folder (mask_eval.json/.csv, mask_eval.svg, runs/ for resuming)")->required();
+  cmd->add_option("--plot", o->plot, "figure file (.svg or .png; default OUT/mask_eval.svg)");
+  add_common_options(cmd, common);
+  return [o, &common]() {
+    MaskEvalOptions opts;
+    for (double k : parse_number_list("--k", o->ks)) {
+      if (k != static_cast<int>(k)) throw Error(fmt::format("--k: {} is not a whole number", k));
+      opts.ks.push_back(static_cast<int>(k));
+    }
+    opts.random_seeds = o->random_seeds;
+    opts.seed = o->seed;
+    opts.ablation = parse_ablation(o->ablation);
+    opts.reference = o->reference;
+    opts.metrics = split_list(o->metric);
+    opts.comet.model = o->comet_model;
+    Model model = load_model(o->m.model, o->m.tokenizer);
+    std::unique_ptr<HeadMeans> means;
+    if (opts.ablation == Ablation::Mean) {
+      if (o->head_means.empty()) throw Error("mask-eval --ablation mean needs --head-means FILE (from `kvcompact head-means`)");
+      means = std::make_unique<HeadMeans>(read_head_means(o->head_means));
+      const std::string fp = fingerprint_hex(model_fingerprint(model.config, model.weights));
+      if (means->model_fingerprint != fp)
+        throw Error(fmt::format("{}: head means of model {}, not this model ({})", o->head_means, means->model_fingerprint, fp));
+      opts.means = means.get();
+    }
+    const HeadScores scores = read_head_scores(o->scores, &model.config);
+    const std::vector<TaskItem> items = read_task_files(o->tasks);
+    std::error_code ec;
+    std::filesystem::create_directories(o->out, ec);
+    if (ec) throw Error(fmt::format("{}: cannot create folder: {}", o->out, ec.message()));
+    const MaskEvalResult r = run_mask_eval(model, items, scores, opts, o->out);
+    const nlohmann::json j = mask_eval_to_json(r);
+    write_file_atomic(o->out + "/mask_eval.json", j.dump(2) + "\n");
+    write_file_atomic(o->out + "/mask_eval.csv", mask_eval_csv(r));
+    const std::string fig = o->plot.empty() ? o->out + "/mask_eval.svg" : o->plot;
+    if (!r.ks.empty()) write_figure(fig, mask_eval_figure(r));
+    if (common.json) {
+      print_json(j);
+      return 0;
+    }
+    std::printf("mask-eval: %s ranking, %s ablation, similarity vs %s; %zu items\n", r.score_method.c_str(),
+                r.ablation.c_str(), r.reference.c_str(), items.size());
+    std::printf("%-10s %-9s %4s %9s %9s %7s\n", "family", "metric", "K", "none", "TopK", "RandomK");
+    for (const std::string& f : r.families)
+      for (const std::string& m : r.metrics) {
+        double none = 0;
+        for (const MaskEvalRow& row : r.rows)
+          if (row.family == f && row.metric == m && row.condition == "none") none = row.mean;
+        for (int k : r.ks) {
+          double top = 0, rnd = 0, sem = 0;
+          for (const MaskEvalRow& row : r.rows) {
+            if (row.family != f || row.metric != m || row.k != k) continue;
+            if (row.condition == "topk") top = row.mean;
+            if (row.condition == "randomk") rnd = row.mean, sem = row.sem;
+          }
+          std::printf("%-10s %-9s %4d %9.3f %9.3f %7.3f +- %.3f\n", f.c_str(), m.c_str(), k, none, top, rnd, sem);
+        }
+      }
+    std::printf("wrote %s/mask_eval.json, mask_eval.csv%s\n", o->out.c_str(),
+                r.ks.empty() ? "" : fmt::format(", {}", fig).c_str());
+    return 0;
+  };
+}
+
+}  // namespace kvcompact::cli
