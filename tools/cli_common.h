@@ -47,6 +47,10 @@ Runner register_influence(CLI::App& app, CommonOptions& common);    // tools/cmd
 Runner register_budget(CLI::App& app, CommonOptions& common);       // tools/cmd_influence.cpp
 Runner register_plot(CLI::App& app, CommonOptions& common);         // tools/cmd_influence.cpp
 Runner register_methods(CLI::App& app, CommonOptions& common);      // tools/cmd_influence.cpp
+Runner register_tasks(CLI::App& app, CommonOptions& common);        // tools/cmd_tasks.cpp
+Runner register_head_scores(CLI::App& app, CommonOptions& common);  // tools/cmd_heads.cpp
+Runner register_head_means(CLI::App& app, CommonOptions& common);   // tools/cmd_heads.cpp
+Runner register_mask_eval(CLI::App& app, CommonOptions& common);    // tools/cmd_heads.cpp
 
 /// `generate --cache FILE`: continue from a saved .kvc cache (tools/cmd_cache.cpp).
 struct GenerateFromCacheArgs {

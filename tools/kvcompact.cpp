@@ -51,6 +51,10 @@ int main(int argc, char** argv) {
   add(register_budget);
   add(register_plot);
   add(register_methods);
+  add(register_tasks);
+  add(register_head_scores);
+  add(register_head_means);
+  add(register_mask_eval);
 
   try {
     app.parse(argc, argv);
