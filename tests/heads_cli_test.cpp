@@ -44,13 +44,21 @@ TEST(HeadsCli, ScoresThenMaskEvalEndToEnd) {
   const std::string out = write_tmp("heads_mask", "");
   std::filesystem::remove(out);
   r = run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
-              " --k 1,40 --random-seeds 2 --out " + out);
+              " --k 1,40 --random-seeds 2 --metric chrf,nll --out " + out);
   ASSERT_EQ(r.status, 0) << r.err;
   const MaskEvalResult m = mask_eval_from_json(read_json_file(out + "/mask_eval.json"), "mask_eval.json");
   EXPECT_EQ(m.families, (std::vector<std::string>{"copy", "knowledge"}));
-  EXPECT_EQ(m.metrics, (std::vector<std::string>{"accuracy", "chrf"}));
+  EXPECT_EQ(m.metrics, (std::vector<std::string>{"accuracy", "chrf", "nll"}));
   // per family and metric: none + (topk + randomk) x 2 K values
-  EXPECT_EQ(m.rows.size(), 2u * 2u * 5u);
+  EXPECT_EQ(m.rows.size(), 2u * 3u * 5u);
+  double nll_none = 0, nll_all = 0;
+  for (const MaskEvalRow& row : m.rows)
+    if (row.family == "copy" && row.metric == "nll") {
+      if (row.condition == "none") nll_none = row.mean;
+      if (row.condition == "topk" && row.k == 40) nll_all = row.mean;
+    }
+  EXPECT_GT(nll_none, 0.0);
+  EXPECT_GT(nll_all, nll_none + 0.5);  // with no attention at all the answer gets much less likely
   for (const MaskEvalRow& row : m.rows) {
     if (row.k == 40 && row.condition == "randomk") {
       // masking every head: every random draw is the same set, so the SEM is 0 and TopK == RandomK
@@ -68,7 +76,7 @@ TEST(HeadsCli, ScoresThenMaskEvalEndToEnd) {
   // a rerun reuses the saved answers (no "items in" progress lines) and gives the same file
   const std::string first = read_json_file(out + "/mask_eval.json").dump();
   r = run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
-              " --k 1,40 --random-seeds 2 --out " + out);
+              " --k 1,40 --random-seeds 2 --metric chrf,nll --out " + out);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.err.find("items in"), std::string::npos) << r.err;
   EXPECT_EQ(read_json_file(out + "/mask_eval.json").dump(), first);

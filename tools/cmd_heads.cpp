@@ -155,7 +155,7 @@ Runner register_mask_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--ablation", o->ablation, "zero | mean | uniform");
   cmd->add_option("--head-means", o->head_means, "--ablation mean: file from `kvcompact head-means`");
   cmd->add_option("--reference", o->reference, "similarity against: gold (task reference) or model (unmasked answer)");
-  cmd->add_option("--metric", o->metric, "similarity metrics besides accuracy: chrf, comet or chrf,comet");
+  cmd->add_option("--metric", o->metric, "metrics besides accuracy, comma list: chrf, comet, nll (answer NLL, nats/token)");
   cmd->add_option("--comet-model", o->comet_model, "--metric comet: model name for comet-score --model");
   cmd->add_option("--out", o->out, "output folder (mask_eval.json/.csv, mask_eval.svg, runs/ for resuming)")->required();
   cmd->add_option("--plot", o->plot, "figure file (.svg or .png; default OUT/mask_eval.svg)");

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+#include <cmath>
+
+#include "analysis/perplexity.h"
 #include "io/error.h"
 
 namespace kvcompact {
@@ -54,6 +58,40 @@ GeneratedAnswer generate_answer(const Model& model, const std::string& prompt, i
   }
   out.text = std::move(text);
   return out;
+}
+
+PromptAnswerTokens encode_prompt_answer(const Tokenizer& tokenizer, const std::string& prompt,
+                                        const std::string& answer) {
+  std::string a = answer;
+  if (!prompt.empty() && !a.empty() && !std::isspace(static_cast<unsigned char>(prompt.back())) &&
+      !std::isspace(static_cast<unsigned char>(a.front())))
+    a = " " + a;
+  PromptAnswerTokens out;
+  const std::vector<int> p = tokenizer.encode(prompt, true);
+  out.ids = tokenizer.encode(prompt + a, true);
+  std::size_t k = 0;
+  while (k < p.size() && k < out.ids.size() && p[k] == out.ids[k]) ++k;
+  out.prompt_tokens = static_cast<int>(k);
+  return out;
+}
+
+double answer_nll(const Model& model, const std::string& prompt, const std::string& answer,
+                  ForwardObserver* observer) {
+  if (!model.tokenizer) throw Error(fmt::format("{}: model has no tokenizer", model.path));
+  const PromptAnswerTokens t = encode_prompt_answer(*model.tokenizer, prompt, answer);
+  const int n = static_cast<int>(t.ids.size()), k = t.prompt_tokens;
+  if (k < 1 || k >= n) return std::nan("");
+  Transformer tr(model.config, model.weights);
+  KVCache cache = tr.make_cache();
+  if (k > 1) {
+    ForwardOptions o;
+    o.logits = LogitsMode::None;
+    o.observer = observer;
+    tr.forward(std::span<const int>(t.ids).first(k - 1), cache, o);
+  }
+  // feeds ids[k-1 .. n-2], scores ids[k .. n-1]
+  const NllResult r = score_tokens(tr, cache, std::span<const int>(t.ids).subspan(k - 1), 0, observer);
+  return r.mean_nll();
 }
 
 }  // namespace kvcompact

@@ -27,6 +27,23 @@ GeneratedAnswer generate_answer(const Model& model, const std::string& prompt, i
                                 const std::vector<std::string>& stop,
                                 ForwardObserver* observer = nullptr);
 
+/// A prompt and its answer as one token sequence: ids = encode(prompt + answer', BOS), where
+/// answer' is the answer with a space put in front when the prompt ends in a non-space and the
+/// answer starts with one; the first `prompt_tokens` ids are the longest common prefix with
+/// encode(prompt, BOS) (tokens merging across the boundary count as answer tokens).
+struct PromptAnswerTokens {
+  std::vector<int> ids;
+  int prompt_tokens = 0;  ///< ids[0 .. prompt_tokens) are the prompt; the rest the answer
+};
+PromptAnswerTokens encode_prompt_answer(const Tokenizer& tokenizer, const std::string& prompt,
+                                        const std::string& answer);
+
+/// Teacher-forced mean NLL (nats/token) of the answer tokens of encode_prompt_answer given the
+/// prompt, with `observer` (may be null) in every forward call. Returns NaN when the answer
+/// encodes to no token of its own or the prompt to none.
+double answer_nll(const Model& model, const std::string& prompt, const std::string& answer,
+                  ForwardObserver* observer = nullptr);
+
 /// Index of the largest value (the first one on ties). logits: [n], n >= 1.
 int argmax(const float* logits, int n);
 

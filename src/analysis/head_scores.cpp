@@ -7,6 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "analysis/answer_generation.h"
 #include "io/atomic_file.h"
 #include "io/error.h"
 #include "io/json_file.h"
@@ -89,14 +90,9 @@ RetrievalProbeResult retrieval_probe(const Model& model, const RetrievalProbe& p
   RetrievalProbeResult r;
   r.hit_rate.assign(static_cast<std::size_t>(c.n_layers) * c.n_heads, 0.0);
   if (probe.needle.empty()) return r;
-  std::string answer = probe.needle;
-  if (!probe.prompt.empty() && !std::isspace(static_cast<unsigned char>(probe.prompt.back())) &&
-      !std::isspace(static_cast<unsigned char>(answer.front())))
-    answer = " " + answer;
-  const std::vector<int> p = tok.encode(probe.prompt, true);
-  const std::vector<int> ids = tok.encode(probe.prompt + answer, true);
-  std::size_t k0 = 0;
-  while (k0 < p.size() && k0 < ids.size() && p[k0] == ids[k0]) ++k0;
+  const PromptAnswerTokens t = encode_prompt_answer(tok, probe.prompt, probe.needle);
+  const std::vector<int>& ids = t.ids;
+  const std::size_t k0 = static_cast<std::size_t>(t.prompt_tokens);
   if (k0 < 1 || k0 >= ids.size()) return r;
   // character offsets of the context tokens in the decoded context
   std::string decoded;

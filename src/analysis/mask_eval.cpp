@@ -94,13 +94,14 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
     throw Error(fmt::format("mask-eval: --random-seeds {} < 1", options.random_seeds));
   if (options.reference != "gold" && options.reference != "model")
     throw Error(fmt::format("mask-eval: unknown reference \"{}\" (expected gold or model)", options.reference));
-  bool want_chrf = false, want_comet = false;
+  bool want_chrf = false, want_comet = false, want_nll = false;
   for (const std::string& m : options.metrics) {
     if (m == "chrf") want_chrf = true;
     else if (m == "comet") want_comet = true;
+    else if (m == "nll") want_nll = true;
     else if (m != "accuracy")
-      throw Error(fmt::format("mask-eval: unknown metric \"{}\" (expected chrf or comet; accuracy is "
-                              "always reported)", m));
+      throw Error(fmt::format("mask-eval: unknown metric \"{}\" (expected chrf, comet or nll; accuracy "
+                              "is always reported)", m));
   }
   if (want_comet && find_executable(options.comet.executable).empty())
     throw Error(fmt::format("{} not found on PATH: install unbabel-comet (pip install unbabel-comet) or "
@@ -117,6 +118,7 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
   result.metrics = {"accuracy"};
   if (want_chrf) result.metrics.push_back("chrf");
   if (want_comet) result.metrics.push_back("comet");
+  if (want_nll) result.metrics.push_back("nll");
   result.ks = options.ks;
   std::sort(result.ks.begin(), result.ks.end());
   result.ks.erase(std::unique(result.ks.begin(), result.ks.end()), result.ks.end());
@@ -175,6 +177,7 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
 
   // Answers of every condition (resumed from runs/ when present).
   std::vector<std::vector<std::string>> answers(conditions.size());
+  std::vector<std::vector<double>> nlls(conditions.size());  // [condition][item], NaN = no answer token
   const auto t_start = std::chrono::steady_clock::now();
   for (std::size_t ci = 0; ci < conditions.size(); ++ci) {
     const Condition& cond = conditions[ci];
@@ -188,29 +191,41 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
                                   "another --out folder",
                                   path, j.at("heads").dump(), nlohmann::json(names).dump()));
         answers[ci] = j.at("answers").get<std::vector<std::string>>();
+        if (j.contains("answer_nll"))
+          for (const nlohmann::json& v : j.at("answer_nll"))
+            nlls[ci].push_back(v.is_null() ? std::nan("") : v.get<double>());
       } catch (const nlohmann::json::exception& e) {
         throw Error(fmt::format("{}: not a mask-eval run file ({})", path, e.what()));
       }
-      if (answers[ci].size() != items.size())
+      if (answers[ci].size() != items.size() || (!nlls[ci].empty() && nlls[ci].size() != items.size()))
         throw Error(fmt::format("{}: holds {} answers, the tasks have {} items", path, answers[ci].size(),
                                 items.size()));
-      continue;
+      if (!want_nll || !nlls[ci].empty()) continue;
+      answers[ci].clear();  // saved without answer NLLs: run this condition again
     }
     const auto t0 = std::chrono::steady_clock::now();
     HeadIntervention iv(c, cond.heads, options.ablation, options.means);
+    ForwardObserver* observer = cond.heads.empty() ? nullptr : &iv;
     answers[ci].reserve(items.size());
+    nlls[ci].clear();
     for (const TaskItem& it : items) {
-      const GeneratedAnswer a = generate_answer(model, it.prompt, it.max_new_tokens, it.stop,
-                                                cond.heads.empty() ? nullptr : &iv);
+      const GeneratedAnswer a = generate_answer(model, it.prompt, it.max_new_tokens, it.stop, observer);
       answers[ci].push_back(a.text);
+      if (want_nll) nlls[ci].push_back(answer_nll(model, it.prompt, it.reference, observer));
     }
-    if (!path.empty())
-      write_file_atomic(path, nlohmann::json({{"condition", cond.kind},
-                                              {"k", cond.k},
-                                              {"draw", cond.draw},
-                                              {"heads", names},
-                                              {"answers", answers[ci]}})
-                                      .dump(1) + "\n");
+    if (!path.empty()) {
+      nlohmann::json run = {{"condition", cond.kind},
+                            {"k", cond.k},
+                            {"draw", cond.draw},
+                            {"heads", names},
+                            {"answers", answers[ci]}};
+      if (want_nll) {
+        nlohmann::json v = nlohmann::json::array();
+        for (double x : nlls[ci]) v.push_back(std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr));
+        run["answer_nll"] = v;
+      }
+      write_file_atomic(path, run.dump(1) + "\n");
+    }
     if (options.progress) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double all = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
@@ -223,7 +238,7 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
   const std::vector<std::string>& unmasked = answers[0];
   std::vector<FamilyMetrics> metrics(conditions.size());
   for (std::size_t ci = 0; ci < conditions.size(); ++ci) {
-    std::map<std::string, std::vector<double>> acc, chr, com;
+    std::map<std::string, std::vector<double>> acc, chr, com, nll;
     std::vector<double> comet_scores;
     if (want_comet) {
       std::vector<std::string> src, hyp, ref;
@@ -241,11 +256,13 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
       const std::string& ref = options.reference == "gold" ? it.reference : unmasked[i];
       if (want_chrf) chr[it.family].push_back(chrf(pred, ref));
       if (want_comet) com[it.family].push_back(comet_scores[i]);
+      if (want_nll && std::isfinite(nlls[ci][i])) nll[it.family].push_back(nlls[ci][i]);
     }
     for (const std::string& f : result.families) {
       metrics[ci]["accuracy"][f] = mean_of(acc[f]);
       if (want_chrf) metrics[ci]["chrf"][f] = mean_of(chr[f]);
       if (want_comet) metrics[ci]["comet"][f] = mean_of(com[f]);
+      if (want_nll) metrics[ci]["nll"][f] = nll[f].empty() ? std::nan("") : mean_of(nll[f]);
     }
   }
 
@@ -316,7 +333,8 @@ MaskEvalResult mask_eval_from_json(const nlohmann::json& j, const std::string& s
     for (const nlohmann::json& row : j.at("rows"))
       r.rows.push_back({row.at("family").get<std::string>(), row.at("k").get<int>(),
                         row.at("condition").get<std::string>(), row.at("metric").get<std::string>(),
-                        row.at("mean").get<double>(), row.at("sem").get<double>(),
+                        row.at("mean").is_null() ? std::nan("") : row.at("mean").get<double>(),
+                        row.at("sem").is_null() ? std::nan("") : row.at("sem").get<double>(),
                         row.at("draws").get<int>(), row.at("items").get<int>()});
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: malformed mask-eval result ({})", source, e.what()));

@@ -25,7 +25,7 @@ struct MaskEvalOptions {
   const HeadMeans* means = nullptr;  ///< required for Ablation::Mean
   /// "gold": similarity to the task's reference answer; "model": to the unmasked model's answer.
   std::string reference = "gold";
-  /// Similarity metrics besides accuracy: any of "chrf", "comet".
+  /// Metrics besides accuracy: any of "chrf", "comet", "nll".
   std::vector<std::string> metrics = {"chrf"};
   CometOptions comet;
   bool progress = true;         ///< one line per condition on stderr
@@ -36,7 +36,9 @@ struct MaskEvalOptions {
 /// "randomk" (mean and SEM over `draws` random sets of k heads). Metrics: "accuracy" (fraction
 /// of items whose normalised answer equals the reference, 0..1; always against the task
 /// reference), "chrf" (mean sentence-level chrF, 0..100, sacreBLEU CHRF defaults), "comet" (mean
-/// comet-score segment score, model-dependent scale).
+/// comet-score segment score, model-dependent scale), "nll" (mean teacher-forced NLL of the task's
+/// reference answer given the prompt, nats/token; lower is better; measurable even where a small
+/// model never answers right).
 struct MaskEvalRow {
   std::string family;
   int k = 0;

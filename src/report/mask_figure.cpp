@@ -53,7 +53,11 @@ std::string legend_panel(const std::vector<std::string>& metrics, int width, int
 
 }  // namespace
 
-std::string mask_eval_figure(const MaskEvalResult& r) {
+std::string mask_eval_figure(const MaskEvalResult& result) {
+  // answer NLL (nats/token, lower is better) is not a 0..1 score: it stays in the tables
+  MaskEvalResult r = result;
+  r.metrics.erase(std::remove(r.metrics.begin(), r.metrics.end(), "nll"), r.metrics.end());
+  std::erase_if(r.rows, [](const MaskEvalRow& row) { return row.metric == "nll"; });
   if (r.ks.empty() || r.rows.empty()) throw Error("mask-eval figure: no K values or no rows to plot");
   const PlotLayout layout{.width = 430, .height = 330, .left = 62, .right = 12, .top = 40, .bottom = 52,
                           .font_size = 12};
