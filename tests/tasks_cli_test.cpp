@@ -1,7 +1,6 @@
 // `kvcompact tasks`: writes a task file that read_task_suite reads back; bad input -> exit 1 with
 // one line naming the option or the file and line.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <string>
 
 #include "analysis/task_suite.h"
+#include "cli_runner.h"
 
 namespace kvcompact {
 namespace {
@@ -21,40 +21,14 @@ const std::string kBin = kShared + "/models/stories260K/stories260K.bin";
 const std::string kTok = kShared + "/models/stories260K/tok512.bin";
 const std::string kData = kShared + "/data";
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
-
 std::string tmp(const std::string& name) {
   std::filesystem::create_directories(KVC_TEST_TMP);
   return std::string(KVC_TEST_TMP) + "/tasks_cli_" + std::to_string(static_cast<long>(getpid())) + "_" + name;
 }
 
-std::string slurp(const std::string& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-CliRun run_cli(const std::string& args) {
-  const std::string out = tmp("out.txt"), err = tmp("err.txt");
-  const std::string cmd = std::string(KVC_CLI_PATH) + " " + args + " >" + out + " 2>" + err;
-  CliRun r;
-  const int raw = std::system(cmd.c_str());
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-void expect_one_line_error(const CliRun& r, const std::string& needle) {
-  EXPECT_EQ(r.status, 1) << r.err;
-  EXPECT_EQ(r.err.rfind("kvcompact: error: ", 0), 0u) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-}
+using testing::CliRun;
+using testing::expect_one_line_error;
+using testing::run_cli;
 
 class TasksCli : public ::testing::Test {
  protected:
