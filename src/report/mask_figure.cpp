@@ -114,8 +114,9 @@ std::string mask_eval_figure(const MaskEvalResult& result) {
   panels.push_back(legend_panel(r.metrics, layout.width, layout.height));
   const int cols = std::min<int>(3, static_cast<int>(panels.size()));
   return compose_panels(panels, cols, layout.width, layout.height,
-                        fmt::format("Head masking: TopK (solid) vs RandomK (dashed, mean -/+ SEM over {} draws)",
-                                    r.random_seeds));
+                        fmt::format("Head masking: TopK (solid) vs RandomK (dashed, mean -/+ SEM over {} draws); "
+                                    "similarity vs {}",
+                                    r.random_seeds, r.reference == "model" ? "the unmasked model's answers" : "gold answers"));
 }
 
 }  // namespace kvcompact
