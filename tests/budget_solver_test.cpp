@@ -260,8 +260,10 @@ TEST(BudgetSolver, PerHeadBudgetsHandWorked) {
   // Fewer keys than positive heads: each still gets one.
   EXPECT_EQ(per_head_budgets({0.25, 0.25, 0.25, 0.25}, {4, 4, 4, 4}, 0.01), (std::vector<int>{1, 1, 1, 1}));
   EXPECT_EQ(per_head_budgets({0.25, 0.25, 0.25, 0.25}, {4, 4, 4, 4}, 1.0), (std::vector<int>{4, 4, 4, 4}));
-  // Only head 0 may take keys: round(0.5 * 60) = 30 is capped at its 20.
-  EXPECT_EQ(per_head_budgets({1.0, 0.0}, {20, 40}, 0.5), (std::vector<int>{20, 0}));
+  // Head 0 takes all it holds (20 of round(0.5 * 60) = 30); the other 10 spill over to head 1.
+  EXPECT_EQ(per_head_budgets({1.0, 0.0}, {20, 40}, 0.5), (std::vector<int>{20, 10}));
+  // Spill-over round robin over the zero heads: 12 of 14 -> head 0 full (4), then 8 over 1,2: 4, 4.
+  EXPECT_EQ(per_head_budgets({1.0, 0.0, 0.0}, {4, 5, 5}, 12.0 / 14.0), (std::vector<int>{4, 4, 4}));
 }
 
 TEST(BudgetSolver, PerHeadBudgetsKeepTheTotal) {
@@ -291,16 +293,18 @@ TEST(BudgetSolver, PerHeadBudgetsKeepTheTotal) {
     const double R = std::vector<double>{0.01, 0.02, 0.05, 0.1, 0.37, 1.0}[trial % 6];
     const auto keys = per_head_budgets(p, T, R);
     long long want = std::llround(R * static_cast<double>(tsum));
-    long long cap = 0;  // only heads with p_h > 0 can take keys
+    long long cap = 0;  // keys the heads with p_h > 0 can take; beyond it zero heads get the rest
     for (int h = 0; h < H; ++h) cap += p[h] > 0 ? T[h] : 0;
-    want = std::clamp<long long>(want, positive, cap);
-    long long total = 0;
+    want = std::clamp<long long>(want, positive, tsum);
+    long long total = 0, zero_keys = 0;
     for (int h = 0; h < H; ++h) {
       total += keys[h];
       EXPECT_LE(keys[h], T[h]);
       if (p[h] > 0) EXPECT_GE(keys[h], 1);
-      else EXPECT_EQ(keys[h], 0);
+      else zero_keys += keys[h];
+      if (p[h] > 0 && want > cap) EXPECT_EQ(keys[h], T[h]);  // spill only once the positive heads are full
     }
+    EXPECT_EQ(zero_keys, std::max(0LL, want - cap)) << "trial " << trial;
     EXPECT_EQ(total, want) << "trial " << trial;
   }
   EXPECT_THROW(per_head_budgets({0.5, 0.4}, {10, 10}, 0.1), Error);   // sum != 1

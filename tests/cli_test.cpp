@@ -136,4 +136,29 @@ TEST(Cli, CompactEvalJsonRows) {
     EXPECT_NE(r.out.find(key), std::string::npos) << key;
 }
 
+
+TEST(Cli, GenerateRejectsTopPOutsideZeroOne) {
+  for (const char* p : {"0", "-0.5", "1.5"})
+    expect_one_line_error(run_cli("generate --model " + kBin + " --steps 5 --top-p " + std::string(p)), "--top-p");
+  CliRun ok = run_cli("generate --model " + kBin + " --steps 5 --top-p 1 --seed 3 --json");
+  EXPECT_EQ(ok.status, 0) << ok.err;
+}
+
+TEST(Cli, GenerateWarnsOncePastMaxSeqLen) {
+  CliRun r = run_cli("generate --model " + kBin + " --temperature 0 --steps 600 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("max_seq_len 512"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  CliRun quiet = run_cli("generate --model " + kBin + " --temperature 0 --steps 100 --json");
+  EXPECT_EQ(quiet.err.find("max_seq_len"), std::string::npos) << quiet.err;
+}
+
+TEST(Cli, InfluenceNeedsExactlyOneOfDataAndQa) {
+  const std::string out = std::string(KVC_TEST_TMP) + "/cli_influence_args";
+  expect_one_line_error(run_cli("influence --model " + kBin + " --out " + out), "--qa");
+  CliRun both = run_cli("influence --model " + kBin + " --data " + kData + " --qa " + kData + " --out " + out);
+  EXPECT_EQ(both.status, 1);
+  expect_one_line_error(run_cli("influence --model " + kBin + " --data " + kData + " --chat --out " + out), "--chat");
+}
+
 }  // namespace

@@ -14,6 +14,9 @@
 #include <vector>
 
 #include "io/error.h"
+#include "model/model.h"
+#include "model/transformer.h"
+#include "ops/half.h"
 
 namespace kvcompact {
 namespace {
@@ -288,6 +291,178 @@ TEST(Gguf, RejectsCorruptFiles) {
     w.tensor("t", {1ULL << 40, 1ULL << 40}, 0, "");
     expect_error([&] { GgufFile f(write_file("overflow.gguf", w.bytes())); }, {"overflow.gguf"});
   }
+}
+
+
+// ---- qwen3 / qwen2 GGUF files with Q8_0 and Q4_0 tensors, as llama.cpp writes them ----
+
+/// llama.cpp quantize_row_q8_0_ref: per block of 32, d = amax / 127 (stored as f16),
+/// q = round(x / d); block = {f16 d, int8 qs[32]} (34 bytes). `deq` receives d16 * q.
+std::string quantize_q8_0(const std::vector<float>& x, std::vector<float>& deq) {
+  std::string out;
+  deq.resize(x.size());
+  for (std::size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b + j]));
+    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    const std::uint16_t d16 = f32_to_f16(d);
+    Writer::put<std::uint16_t>(out, d16);
+    for (int j = 0; j < 32; ++j) {
+      const auto q = static_cast<std::int8_t>(std::lround(x[b + j] * id));
+      out.push_back(static_cast<char>(q));
+      deq[b + j] = f16_to_f32(d16) * q;
+    }
+  }
+  return out;
+}
+
+/// llama.cpp quantize_row_q4_0_ref: per block of 32, max = the value of largest magnitude,
+/// d = max / -8, q = min(15, (int8)(x / d + 8.5)); qs[j] = q[j] | q[j + 16] << 4; block = {f16 d,
+/// uint8 qs[16]} (18 bytes). `deq` receives d16 * (q - 8).
+std::string quantize_q4_0(const std::vector<float>& x, std::vector<float>& deq) {
+  std::string out;
+  deq.resize(x.size());
+  for (std::size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0, mx = 0;
+    for (int j = 0; j < 32; ++j)
+      if (std::fabs(x[b + j]) > amax) {
+        amax = std::fabs(x[b + j]);
+        mx = x[b + j];
+      }
+    const float d = mx / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    const std::uint16_t d16 = f32_to_f16(d);
+    Writer::put<std::uint16_t>(out, d16);
+    std::uint8_t q[32];
+    for (int j = 0; j < 32; ++j) {
+      q[j] = static_cast<std::uint8_t>(std::min(15, static_cast<int>(static_cast<std::int8_t>(x[b + j] * id + 8.5f))));
+      deq[b + j] = f16_to_f32(d16) * (static_cast<int>(q[j]) - 8);
+    }
+    for (int j = 0; j < 16; ++j) out.push_back(static_cast<char>(q[j] | (q[j + 16] << 4)));
+  }
+  return out;
+}
+
+/// Writes the same random decoder twice: `quant` with Q8_0 / Q4_0 matrices (norms, biases F32, as
+/// llama.cpp keeps them) and `ref` with every matrix as its dequantized values in F32.
+void write_quant_pair(const std::string& arch, const std::string& quant, const std::string& ref) {
+  const std::uint64_t D = 64, FF = 96, L = 2, NH = 4, NKV = 2, HD = 16, V = 100;
+  Writer wq, wr;
+  for (Writer* w : {&wq, &wr}) {
+    w->string("general.architecture", arch);
+    w->scalar<std::uint32_t>(arch + ".embedding_length", 4, D);
+    w->scalar<std::uint32_t>(arch + ".feed_forward_length", 4, FF);
+    w->scalar<std::uint32_t>(arch + ".block_count", 4, L);
+    w->scalar<std::uint32_t>(arch + ".attention.head_count", 4, NH);
+    w->scalar<std::uint32_t>(arch + ".attention.head_count_kv", 4, NKV);
+    w->scalar<std::uint32_t>(arch + ".attention.key_length", 4, HD);
+    w->scalar<std::uint32_t>(arch + ".attention.value_length", 4, HD);
+    w->scalar<std::uint32_t>(arch + ".context_length", 4, 256);
+    w->scalar<float>(arch + ".attention.layer_norm_rms_epsilon", 6, 1e-6f);
+    w->scalar<float>(arch + ".rope.freq_base", 6, 1e6f);
+  }
+  std::uint64_t state = 7;
+  auto rnd = [&](std::size_t n, float scale, float offset = 0) {
+    std::vector<float> v(n);
+    for (auto& x : v) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      x = offset + scale * (static_cast<float>(state >> 40) / 8388608.0f - 1.0f);
+    }
+    return v;
+  };
+  int k = 0;
+  auto matrix = [&](const std::string& name, std::uint64_t in, std::uint64_t out, float scale) {
+    const std::vector<float> x = rnd(in * out, scale);
+    std::vector<float> deq;
+    const bool q8 = (k++ % 2) == 0;  // alternate the two block types
+    const std::string raw = q8 ? quantize_q8_0(x, deq) : quantize_q4_0(x, deq);
+    wq.tensor(name, {in, out}, q8 ? 8 : 2, raw);
+    wr.tensor(name, {in, out}, 0, raw_of(deq));
+  };
+  auto vec = [&](const std::string& name, std::uint64_t n, float scale, float offset) {
+    const std::vector<float> x = rnd(n, scale, offset);
+    wq.tensor(name, {n}, 0, raw_of(x));
+    wr.tensor(name, {n}, 0, raw_of(x));
+  };
+  matrix("token_embd.weight", D, V, 0.5f);
+  for (std::uint64_t l = 0; l < L; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    vec(p + "attn_norm.weight", D, 0.2f, 1.0f);
+    matrix(p + "attn_q.weight", D, NH * HD, 0.2f);
+    matrix(p + "attn_k.weight", D, NKV * HD, 0.2f);
+    matrix(p + "attn_v.weight", D, NKV * HD, 0.2f);
+    matrix(p + "attn_output.weight", NH * HD, D, 0.2f);
+    if (arch == "qwen2") {
+      vec(p + "attn_q.bias", NH * HD, 0.1f, 0.0f);
+      vec(p + "attn_k.bias", NKV * HD, 0.1f, 0.0f);
+      vec(p + "attn_v.bias", NKV * HD, 0.1f, 0.0f);
+    }
+    if (arch == "qwen3") {
+      vec(p + "attn_q_norm.weight", HD, 0.2f, 1.0f);
+      vec(p + "attn_k_norm.weight", HD, 0.2f, 1.0f);
+    }
+    vec(p + "ffn_norm.weight", D, 0.2f, 1.0f);
+    matrix(p + "ffn_gate.weight", D, FF, 0.2f);
+    matrix(p + "ffn_up.weight", D, FF, 0.2f);
+    matrix(p + "ffn_down.weight", FF, D, 0.2f);
+  }
+  vec("output_norm.weight", D, 0.2f, 1.0f);
+  matrix("output.weight", D, V, 0.2f);
+  write_file(quant, wq.bytes());
+  write_file(ref, wr.bytes());
+}
+
+class GgufQuantModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GgufQuantModel, LogitsMatchTheDequantizedF32Model) {
+  const std::string arch = GetParam();
+  const std::string dir = (fs::path(KVC_TEST_TMP) / "gguf").string();
+  write_quant_pair(arch, arch + "_q.gguf", arch + "_ref.gguf");
+  const Model q = load_gguf_model(dir + "/" + arch + "_q.gguf", /*load_tokenizer=*/false);
+  const Model r = load_gguf_model(dir + "/" + arch + "_ref.gguf", /*load_tokenizer=*/false);
+  EXPECT_EQ(q.config.qk_norm, arch == "qwen3");
+  EXPECT_EQ(q.config.attention_qkv_bias, arch == "qwen2");
+  EXPECT_FALSE(q.config.tied_classifier);
+  // kept quantized in memory; write_quant_pair alternates Q8_0 (token_embd), Q4_0 (attn_q), ...
+  EXPECT_EQ(q.weights.token_embedding.type(), WeightType::Q8_0);
+  EXPECT_EQ(q.weights.layers[0].wq.type(), WeightType::Q4_0);
+  EXPECT_EQ(q.weights.layers[0].wk.type(), WeightType::Q8_0);
+  const std::vector<int> tokens{1, 17, 42, 99, 3, 64, 5, 0, 77, 23};
+  const Transformer tq(q.config, q.weights), tr(r.config, r.weights);
+  KVCache cq = tq.make_cache(), cr = tr.make_cache();
+  ForwardOptions o;
+  o.logits = LogitsMode::All;
+  const std::vector<float> lq = tq.forward(tokens, cq, o), lr = tr.forward(tokens, cr, o);
+  ASSERT_EQ(lq.size(), tokens.size() * 100);
+  // Same weights, two storage types: differences come only from summation order in the
+  // kernels. Tolerance: 1e-4 relative to the largest logit magnitude.
+  float scale = 0, worst = 0;
+  for (std::size_t i = 0; i < lr.size(); ++i) {
+    scale = std::max(scale, std::fabs(lr[i]));
+    worst = std::max(worst, std::fabs(lq[i] - lr[i]));
+  }
+  EXPECT_GT(scale, 0.1f);
+  EXPECT_LE(worst, 1e-4f * scale) << "max abs diff " << worst << " of logits up to " << scale;
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, GgufQuantModel, ::testing::Values("qwen3", "qwen2"));
+
+TEST(GgufQuantModelSanity, QuantizersMatchHandWorkedBlocks) {
+  // Block x_j = j / 31 * 2 - 1 (from -1 to 1). Q8_0: amax 1 -> d = 1/127; x = 1 -> q = 127, x = -1 -> -127.
+  // Q4_0: the first value of largest magnitude is x_0 = -1 -> d = -1 / -8 = 1/8; x = 1 -> int(8 + 8.5) = 16
+  // capped at 15 (dequantized 7/8); x = -1 -> int(-8 + 8.5) = 0 (dequantized -1).
+  std::vector<float> x(32);
+  for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j) / 31.0f * 2.0f - 1.0f;
+  std::vector<float> d8, d4;
+  const std::string q8 = quantize_q8_0(x, d8), q4 = quantize_q4_0(x, d4);
+  ASSERT_EQ(q8.size(), 34u);
+  ASSERT_EQ(q4.size(), 18u);
+  EXPECT_EQ(static_cast<std::int8_t>(q8[2 + 31]), 127);
+  EXPECT_EQ(static_cast<std::int8_t>(q8[2 + 0]), -127);
+  EXPECT_EQ(static_cast<std::uint8_t>(q4[2 + 15]) >> 4, 15);  // x[31] = 1 (qs[15] high nibble)
+  EXPECT_EQ(static_cast<std::uint8_t>(q4[2 + 0]) & 15, 0);     // x[0] = -1 (qs[0] low nibble)
+  EXPECT_EQ(d4[31], 0.875f);
+  EXPECT_EQ(d4[0], -1.0f);
+  EXPECT_NEAR(d8[0], -1.0f, 1e-3f);
 }
 
 }  // namespace

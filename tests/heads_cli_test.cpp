@@ -105,6 +105,13 @@ TEST(HeadsCli, ScoresThenMaskEvalEndToEnd) {
                                 " --k 2 --out " + out + "_x"),
                         "L9Q");
   expect_one_line_error(run_cli("head-scores --model " + kBin + " --method nope -o " + scores), "nope");
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+                                " --k 1,,2 --out " + out + "_x"),
+                        "empty item");
+  // `plot` redraws the figure from the JSON
+  r = run_cli("plot " + out + "/mask_eval.json -o " + out + "/again.svg");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(out + "/again.svg"));
 }
 
 TEST(HeadsCli, PplWithMaskedHeads) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +45,16 @@ std::vector<std::string> split_list(const std::string& text) {
 
 std::vector<double> parse_number_list(const std::string& option, const std::string& text) {
   std::vector<double> out;
+  {
+    std::size_t start = 0;
+    for (;;) {  // an empty item ("0.1,,0.2", a leading or trailing comma) is an error, not skipped
+      const std::size_t end = std::min(text.find(',', start), text.size());
+      if (text.find_first_not_of(" \t", start) >= end && !(start == 0 && end == text.size()))
+        throw Error(fmt::format("{}: empty item in '{}'", option, text));
+      if (end == text.size()) break;
+      start = end + 1;
+    }
+  }
   for (const auto& item : split_list(text)) {
     char* end = nullptr;
     double v = std::strtod(item.c_str(), &end);

@@ -51,6 +51,7 @@ Runner register_tasks(CLI::App& app, CommonOptions& common);        // tools/cmd
 Runner register_head_scores(CLI::App& app, CommonOptions& common);  // tools/cmd_heads.cpp
 Runner register_head_means(CLI::App& app, CommonOptions& common);   // tools/cmd_heads.cpp
 Runner register_mask_eval(CLI::App& app, CommonOptions& common);    // tools/cmd_heads.cpp
+Runner register_budget_eval(CLI::App& app, CommonOptions& common);  // tools/cmd_compact_eval.cpp
 
 /// `generate --cache FILE`: continue from a saved .kvc cache (tools/cmd_cache.cpp).
 struct GenerateFromCacheArgs {

@@ -1,6 +1,9 @@
 // `kvcompact compact-eval`: quality cost of KV-cache compaction per method and keep ratio.
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <tuple>
+
 #include "analysis/compact_eval.h"
 #include "cli_model.h"
 #include "io/atomic_file.h"
@@ -94,6 +97,126 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
       fmt::print("{} documents, mean context {:.1f} tokens, continuation {:.1f} tokens; full-cache NLL {:.4f} nats/token\n",
                  r.documents, r.mean_context_tokens, r.mean_continuation_tokens, r.full_nll_mean);
       fmt::print("delta_nll = NLL(compacted) - NLL(full cache), nats/token, mean +- SEM over documents\n\n");
+      fmt::print("{}", table.to_text());
+    }
+    return 0;
+  };
+}
+
+Runner register_budget_eval(CLI::App& app, CommonOptions& common) {
+  struct Opts {
+    ModelOptions m;
+    std::string data, ratios = "0.02,0.05,0.1", method = "am", budgets, schedules = "optimized,uniform,pyramid";
+    std::string json_out, plot, csv;
+    int docs = 0, skip = 0;
+    double context_frac = 0.6, pyramid_beta = 20;
+    unsigned long long seed = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand(
+      "budget-eval", "delta NLL vs total ratio for per-head budget schedules (optimized / uniform / pyramid)");
+  add_model_options(cmd, o->m);
+  cmd->add_option("--data", o->data, "UTF-8 text; documents are separated by blank lines")->required();
+  cmd->add_option("--budgets", o->budgets,
+                  "budgets JSON files (kvcompact budget), comma-separated; series named by their \"schedule\"");
+  cmd->add_option("--schedules", o->schedules,
+                  "series to run: 'optimized' (= the --budgets files), uniform, pyramid; comma-separated");
+  cmd->add_option("--ratios", o->ratios, "total keep ratios in (0, 1], comma-separated");
+  cmd->add_option("--method", o->method, "one compaction method spec (`kvcompact methods`)");
+  cmd->add_option("--docs", o->docs, "use N documents (after --skip)")->check(CLI::PositiveNumber);
+  cmd->add_option("--skip", o->skip, "skip the first K documents (held-out evaluation)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--context-frac", o->context_frac, "fraction of each document's tokens used as context");
+  cmd->add_option("--pyramid-beta", o->pyramid_beta, "PyramidKV beta of the pyramid schedule");
+  cmd->add_option("--seed", o->seed, "seed (query subsampling, self-study, random method)");
+  cmd->add_option("--out-json", o->json_out, "write the points as JSON (kvcompact plot redraws the figure from it)");
+  cmd->add_option("--plot", o->plot, "write the figure (.svg or .png)");
+  cmd->add_option("--csv", o->csv, "also write the table as CSV");
+  add_common_options(cmd, common);
+  return [o, &common] {
+    CompactEvalOptions base;
+    base.ratios = parse_number_list("--ratios", o->ratios);
+    for (double r : base.ratios)
+      if (!(r > 0 && r <= 1)) throw Error(fmt::format("--ratios: {} is outside (0, 1]", r));
+    base.methods = parse_method_list(o->method);
+    if (base.methods.size() != 1) throw Error(fmt::format("--method: give one method spec, not {}", base.methods.size()));
+    base.context_frac = o->context_frac;
+    base.seed = o->seed;
+    Model model = load_model(o->m.model, o->m.tokenizer);
+    const int L = model.config.n_layers, H = model.config.n_kv_heads;
+    // The series: (label, source, schedule).
+    std::vector<std::tuple<std::string, std::string, BudgetSchedule>> series;
+    const std::vector<std::string> budget_files = split_list(o->budgets);
+    for (const std::string& name : split_list(o->schedules)) {
+      if (name == "optimized") {
+        if (budget_files.empty()) throw Error("--schedules optimized: needs --budgets FILE");
+        for (const std::string& f : budget_files) {
+          BudgetSchedule s = read_budget_schedule(f);
+          if (s.n_layers != L || s.n_kv_heads != H)
+            throw Error(fmt::format("{}: budgets are for {} layers x {} KV heads, the model has {} x {}", f,
+                                    s.n_layers, s.n_kv_heads, L, H));
+          std::string label = budget_files.size() == 1 ? s.schedule : s.schedule + " (" + f + ")";
+          series.emplace_back(label, f, std::move(s));
+        }
+      } else if (name == "uniform") {
+        series.emplace_back("uniform", "", uniform_schedule(L, H, base.ratios));
+      } else if (name == "pyramid") {
+        series.emplace_back("pyramid", "", pyramid_schedule(L, H, base.ratios, o->pyramid_beta));
+      } else {
+        throw Error(fmt::format("--schedules: unknown schedule '{}' (valid: optimized, uniform, pyramid)", name));
+      }
+    }
+    if (series.empty()) throw Error("--schedules: empty list");
+    auto docs = read_documents(o->data, o->docs > 0 ? o->docs + o->skip : 0);
+    if (o->skip >= static_cast<int>(docs.size()))
+      throw Error(fmt::format("{}: --skip {} leaves no documents (the file has {})", o->data, o->skip, docs.size()));
+    docs.erase(docs.begin(), docs.begin() + o->skip);
+
+    Table table({"schedule", "ratio", "delta_nll_mean", "delta_nll_sem", "nll_mean", "kept_entries", "cache_bytes",
+                 "full_cache_bytes"},
+                4);
+    nlohmann::json points = nlohmann::json::array();
+    std::vector<FrontierPoint> fp;
+    CompactEvalResult last;
+    for (const auto& [label, source, sched] : series) {
+      CompactEvalOptions opt = base;
+      opt.budget_proportions = sched.proportions();
+      opt.progress = false;
+      std::fprintf(stderr, "budget-eval: %s on %zu documents\n", label.c_str(), docs.size());
+      last = run_compact_eval(model, docs, opt);
+      for (const auto& row : last.rows) {
+        table.add_row({label, row.ratio, row.delta_nll_mean, row.delta_nll_sem, row.nll_mean, row.kept_entries,
+                       row.cache_bytes, row.full_cache_bytes});
+        points.push_back({{"series", label},
+                          {"budgets", source},
+                          {"ratio", row.ratio},
+                          {"delta_nll_mean", row.delta_nll_mean},
+                          {"delta_nll_sem", row.delta_nll_sem},
+                          {"nll_mean", row.nll_mean},
+                          {"kept_entries", row.kept_entries},
+                          {"cache_bytes", row.cache_bytes},
+                          {"full_cache_bytes", row.full_cache_bytes}});
+        fp.push_back({label, row.ratio, row.delta_nll_mean, row.delta_nll_sem});
+      }
+    }
+    const nlohmann::json j = {{"kind", "budget-frontier"},
+                              {"model", model.path},
+                              {"data", o->data},
+                              {"skip", o->skip},
+                              {"documents", last.documents},
+                              {"method", to_string(base.methods[0])},
+                              {"context_frac", o->context_frac},
+                              {"full_nll_mean", last.full_nll_mean},
+                              {"units", {{"nll", "nats/token"}, {"bytes", "bytes"}}},
+                              {"points", points}};
+    if (!o->json_out.empty()) write_file_atomic(o->json_out, j.dump(2) + "\n");
+    if (!o->csv.empty()) write_file_atomic(o->csv, table.to_csv());
+    if (!o->plot.empty()) write_figure(o->plot, frontier_figure(fp));
+    if (common.json) {
+      print_json(j);
+    } else {
+      fmt::print("{} documents (skip {}), method {}; delta_nll = NLL(compacted) - NLL(full cache), nats/token, "
+                 "mean +- SEM over documents; every schedule keeps the same total keys at a ratio\n\n",
+                 last.documents, o->skip, to_string(base.methods[0]));
       fmt::print("{}", table.to_text());
     }
     return 0;

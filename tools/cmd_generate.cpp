@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "analysis/qa_eval.h"
 #include "cli_model.h"
 #include "io/error.h"
 #include "model/generate.h"
@@ -66,6 +67,7 @@ Runner register_generate(CLI::App& app, CommonOptions& common) {
     float temperature = 1.0f, top_p = 0.9f;
     unsigned long long seed = 0;
     std::string cache;
+    bool chat = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("generate", "generate text (temperature 0 = greedy)");
@@ -78,13 +80,31 @@ Runner register_generate(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--cache", o->cache,
                   "continue from a saved .kvc cache (kvcompact compact): the prompt is encoded without BOS "
                   "and fed after the context; --steps then counts generated tokens");
+  cmd->add_flag("--chat", o->chat,
+                "wrap the prompt as a user message with the model's chat template (tokenizer_config.json of an HF "
+                "checkpoint or beside --tokenizer tokenizer.json), generation prompt added");
   add_common_options(cmd, common);
   return [o, &common] {
+    if (!(o->top_p > 0.0f && o->top_p <= 1.0f))
+      throw Error(fmt::format("--top-p {}: must be in (0, 1] (1 samples the full distribution)", o->top_p));
+    std::string prompt = o->prompt;
+    std::shared_ptr<const ChatTemplate> chat;
+    if (o->chat) {
+      chat = find_chat_template(o->m.model, o->m.tokenizer);
+      prompt = chat_wrap_prompt(*chat, prompt);
+    }
     if (!o->cache.empty())
-      return run_generate_from_cache({o->m.model, o->m.tokenizer, o->cache, o->prompt, o->steps,
+      return run_generate_from_cache({o->m.model, o->m.tokenizer, o->cache, prompt, o->steps,
                                       o->temperature, o->top_p, o->seed},
                                      common);
     Model model = load_model(o->m.model, o->m.tokenizer);
+    // generate() encodes with BOS: a template that writes the BOS token itself (Llama 3) must not
+    // get a second one.
+    if (chat && model.tokenizer->bos_id() >= 0 && !chat->bos_token.empty() && prompt.starts_with(chat->bos_token))
+      prompt.erase(0, chat->bos_token.size());
+    if (model.config.max_seq_len > 0 && o->steps > model.config.max_seq_len)
+      std::fprintf(stderr, "kvcompact: warning: --steps %d runs past the model's max_seq_len %d (positions beyond "
+                   "it were not trained)\n", o->steps, model.config.max_seq_len);
     Transformer transformer(model.config, model.weights);
     uint64_t seed = o->seed ? o->seed : static_cast<uint64_t>(std::time(nullptr));
     Sampler sampler(model.config.vocab_size, o->temperature, o->top_p, seed);
@@ -94,10 +114,10 @@ Runner register_generate(CLI::App& app, CommonOptions& common) {
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
       };
-    GenerationResult r = generate(transformer, *model.tokenizer, o->prompt, o->steps, sampler, stream);
+    GenerationResult r = generate(transformer, *model.tokenizer, prompt, o->steps, sampler, stream);
     if (common.json) {
       print_json({{"text", r.text}, {"prompt_tokens", r.prompt_tokens}, {"generated", r.generated},
-                  {"positions", r.positions}, {"stopped", r.stopped}, {"seed", seed}});
+                  {"positions", r.positions}, {"stopped", r.stopped}, {"seed", seed}, {"chat", o->chat}});
     } else {
       std::fputc('\n', stdout);
     }

@@ -10,9 +10,11 @@
 #include "cli_model.h"
 #include "compaction/method_spec.h"
 #include "io/json_file.h"
+#include "io/qa_dataset.h"
 #include "io/error.h"
 #include "io/text_documents.h"
 #include "report/figures.h"
+#include "report/mask_figure.h"
 #include "report/svg_plot.h"
 
 namespace kvcompact::cli {
@@ -26,12 +28,28 @@ Runner register_influence(CLI::App& app, CommonOptions& common) {
     unsigned long long seed = 0;
     bool plain = false, png = false;
     std::string band = "sem";
+    std::string qa, budgets, answers_cache, prompt_template = kDefaultQaPrompt;
+    int max_answer_tokens = 32, max_context_tokens = 0;
+    bool chat = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("influence",
                                  "head influence curves: delta NLL vs one KV head's ratio, others at a baseline");
   add_model_options(cmd, o->m);
-  cmd->add_option("--data", o->data, "UTF-8 text; documents are separated by blank lines")->required();
+  auto* data_opt = cmd->add_option("--data", o->data, "UTF-8 text; documents are separated by blank lines");
+  auto* qa_opt = cmd->add_option("--qa", o->qa,
+                                 "QuALITY-format JSONL instead of --data: context = each article, evaluated tokens "
+                                 "= the reference answers (as qa-eval scores them)");
+  data_opt->excludes(qa_opt);
+  cmd->add_option("--answers-cache", o->answers_cache, "--qa: folder of qa-eval's reference-answer cache");
+  cmd->add_option("--max-answer-tokens", o->max_answer_tokens, "--qa: reference answer length cap (tokens)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-context-tokens", o->max_context_tokens, "--qa: article token cap (0 = max_seq_len minus question room)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prompt-template", o->prompt_template, "--qa: question prompt ({question} is replaced)");
+  cmd->add_flag("--chat", o->chat, "--qa: wrap article + question as a user message with the model's chat template");
+  cmd->add_option("--budgets", o->budgets,
+                  "per-head budget proportions (kvcompact budget) for the heads not swept, at total ratio --baseline");
   cmd->add_option("--ratios", o->ratios, "ratio grid: start:stop:count or a comma list, in [0, 1]");
   cmd->add_option("--baseline", o->baseline, "ratio of every head not being swept (must be on the grid)");
   cmd->add_option("--heads", o->heads, "all, or KV heads like L0H0,L3H1");
@@ -56,8 +74,32 @@ Runner register_influence(CLI::App& app, CommonOptions& common) {
     opt.seed = o->seed;
     opt.reuse_prefix = !o->plain;
     const BandKind band = parse_band_kind(o->band);
-    const auto docs = read_documents(o->data, o->docs);
-    const InfluenceCurves curves = run_influence(model, docs, opt, o->out);
+    if (o->data.empty() == o->qa.empty()) throw Error("influence: give one of --data FILE or --qa FILE.jsonl");
+    if (o->chat && o->qa.empty()) throw Error("--chat: only with --qa");
+    if (!o->budgets.empty()) {
+      const BudgetSchedule s = read_budget_schedule(o->budgets);
+      if (s.n_layers != model.config.n_layers || s.n_kv_heads != model.config.n_kv_heads)
+        throw Error(fmt::format("{}: budgets are for {} layers x {} KV heads, the model has {} x {}", o->budgets,
+                                s.n_layers, s.n_kv_heads, model.config.n_layers, model.config.n_kv_heads));
+      if (!(opt.baseline_ratio > 0)) throw Error("--budgets: needs --baseline above 0 (the budgets' total ratio)");
+      opt.budget_proportions = s.proportions();
+      opt.budgets_source = o->budgets;
+    }
+    InfluenceCurves curves;
+    if (!o->qa.empty()) {
+      std::vector<QaArticle> articles = read_qa_jsonl(o->qa);
+      if (o->docs > 0 && o->docs < static_cast<int>(articles.size())) articles.resize(static_cast<std::size_t>(o->docs));
+      QaEvalOptions qa;
+      qa.answers_cache_dir = o->answers_cache;
+      qa.max_answer_tokens = o->max_answer_tokens;
+      qa.max_context_tokens = o->max_context_tokens;
+      qa.prompt_template = o->prompt_template;
+      if (o->chat) qa.chat = find_chat_template(o->m.model, o->m.tokenizer);
+      curves = run_influence_qa(model, articles, opt, qa, o->out);
+    } else {
+      const auto docs = read_documents(o->data, o->docs);
+      curves = run_influence(model, docs, opt, o->out);
+    }
     const std::string svg = influence_figure(curves, {}, band);
     write_figure(o->out + "/influence.svg", svg);
     if (o->png) write_figure(o->out + "/influence.png", svg);
@@ -164,8 +206,8 @@ Runner register_plot(CLI::App& app, CommonOptions& common) {
     std::string input, out, band = "sem", heads;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("plot", "redraw a figure from its JSON (influence curves or budgets)");
-  cmd->add_option("input", o->input, "influence.json or a budgets JSON file")->required();
+  auto* cmd = app.add_subcommand("plot", "redraw a figure from its JSON (influence curves, budgets or budget-eval points)");
+  cmd->add_option("input", o->input, "influence.json, a budgets JSON file, budget-eval --out-json or mask_eval.json")->required();
   cmd->add_option("-o,--out", o->out, "figure file (.svg or .png)")->required();
   cmd->add_option("--band", o->band, "influence: sem, std or none");
   cmd->add_option("--heads", o->heads, "influence: heads to show (default all)");
@@ -173,7 +215,21 @@ Runner register_plot(CLI::App& app, CommonOptions& common) {
   return [o, &common] {
     const nlohmann::json j = read_json_file(o->input);
     std::string svg, kind;
-    if (j.contains("schedule")) {
+    if (j.value("kind", "") == "budget-frontier") {  // written by budget-eval --out-json
+      std::vector<FrontierPoint> points;
+      try {
+        for (const auto& p : j.at("points"))
+          points.push_back({p.at("series").get<std::string>(), p.at("ratio").get<double>(),
+                            p.at("delta_nll_mean").get<double>(), p.at("delta_nll_sem").get<double>()});
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(fmt::format("{}: points: {}", o->input, e.what()));
+      }
+      svg = frontier_figure(points);
+      kind = "budget frontier";
+    } else if (j.value("kind", "") == "mask-eval") {  // written by mask-eval (DIR/mask_eval.json)
+      svg = mask_eval_figure(mask_eval_from_json(j, o->input));
+      kind = "head masking";
+    } else if (j.contains("schedule")) {
       svg = budget_heatmap(budget_schedule_from_json(j, o->input));
       kind = "budget heatmap";
     } else {

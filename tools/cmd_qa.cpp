@@ -22,6 +22,7 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
     std::string answers_cache, csv, prompt_template = kDefaultQaPrompt;
     int max_answer_tokens = 32, max_context_tokens = 0;
     unsigned long long seed = 0;
+    bool chat = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -41,6 +42,9 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
                   "question prompt fed after the article (no BOS); {question} is replaced; articles may carry their own");
   cmd->add_option("--seed", o->seed, "seed of the random baseline");
   cmd->add_option("--csv", o->csv, "also write the table as CSV to this file");
+  cmd->add_flag("--chat", o->chat,
+                "wrap article + question as one user message with the model's chat template (tokenizer_config.json); "
+                "the rendered text up to the article's end is the compacted context");
   add_common_options(cmd, common);
   return [o, &common] {
     QaEvalOptions opt;
@@ -52,6 +56,7 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
     opt.max_context_tokens = o->max_context_tokens;
     opt.prompt_template = o->prompt_template;
     opt.seed = o->seed;
+    if (o->chat) opt.chat = find_chat_template(o->m.model, o->m.tokenizer);
     const std::vector<QaArticle> articles = read_qa_jsonl(o->data);
     Model model = load_model(o->m.model, o->m.tokenizer);
     const QaEvalResult r = run_qa_eval(model, articles, opt);
@@ -72,6 +77,7 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
                   {"answers_generated", r.answers_generated},
                   {"answers_reused", r.answers_reused},
                   {"notes", r.notes},
+                  {"chat", o->chat},
                   {"units", {{"nll", "nats/token"}, {"bytes", "bytes"}}},
                   {"rows", table.to_json()}});
     } else {

@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   add(register_head_scores);
   add(register_head_means);
   add(register_mask_eval);
+  add(register_budget_eval);
 
   try {
     app.parse(argc, argv);

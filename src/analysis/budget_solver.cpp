@@ -399,8 +399,11 @@ std::vector<int> per_head_budgets(const std::vector<double>& p, const std::vecto
   long long tsum_positive = 0;  // keys the heads that may get any can hold
   for (std::size_t h = 0; h < H; ++h)
     if (p[h] > 0) tsum_positive += T[h];
-  long long total = std::llround(R * static_cast<double>(tsum));
-  total = std::clamp<long long>(total, static_cast<long long>(positive), tsum_positive);
+  const long long wanted = std::clamp<long long>(std::llround(R * static_cast<double>(tsum)),
+                                                 static_cast<long long>(positive), tsum);
+  // The positive heads take what they can hold; any excess (only when they are all full) spills
+  // over to the zero-proportion heads below, so the total always matches.
+  long long total = std::min(wanted, tsum_positive);
 
   // Water-filling of real quotas q over the free (positive, unfixed) heads.
   std::vector<double> q(H, 0.0);
@@ -453,6 +456,11 @@ std::vector<int> per_head_budgets(const std::vector<double>& p, const std::vecto
     while (p[h] > 0 && keys[h] < T[h] && assigned < total) ++keys[h], ++assigned;
   for (std::size_t h = H; assigned > total && h-- > 0;)
     while (keys[h] > 1 && assigned > total) --keys[h], --assigned;
+  // Spill-over to the zero-proportion heads: one key at a time, round robin in head order, to the
+  // heads with room (equal shares, capped at T_h).
+  for (long long spill = wanted - total; spill > 0;)
+    for (std::size_t h = 0; h < H && spill > 0; ++h)
+      if (p[h] == 0 && keys[h] < T[h]) ++keys[h], --spill;
   return keys;
 }
 

@@ -127,7 +127,9 @@ BudgetSchedule read_budget_schedule(const std::string& path);
 
 /// Whole keys per head for a total ratio R in (0, 1]: total = round(R * sum_h T_h), raised to the
 /// number of heads with p_h > 0 when smaller (each of them keeps >= 1 key, like AM's
-/// max(1, floor(r T))) and capped at the keys the heads with p_h > 0 hold. Heads with p_h = 0 get 0 keys. The real quotas
+/// max(1, floor(r T))). Heads with p_h = 0 get 0 keys unless the heads with p_h > 0 cannot hold
+/// the total (all full): the excess then spills over to them one key at a time, round robin in
+/// head order, capped at T_h, so sum_h keys_h == total always. The real quotas
 /// q_h = p_h * total are water-filled: a head whose quota exceeds T_h is fixed at T_h and its
 /// excess shared among the other positive heads in proportion to p_h; then a quota below 1 is
 /// fixed at 1 and the rest re-shared. Quotas are rounded by largest remainder, so

@@ -52,6 +52,7 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
   CompactEvalResult result;
   double full_nll_sum = 0, context_sum = 0, continuation_sum = 0;
   const auto t_start = std::chrono::steady_clock::now();
+  bool warned_seq_len = false;
 
   for (std::size_t d = 0; d < documents.size(); ++d) {
     const std::vector<int> ids = tokenizer.encode(documents[d], /*add_bos=*/true);
@@ -63,6 +64,11 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
           "(need at least 2 and 1)",
           d + 1, N, options.context_frac, T, N - T));
     std::span<const int> context(ids.data(), T), continuation(ids.data() + T, N - T);
+    if (model.config.max_seq_len > 0 && N > model.config.max_seq_len && !warned_seq_len) {
+      std::fprintf(stderr, "kvcompact: warning: document %zu has %d tokens, past the model's max_seq_len %d "
+                   "(positions beyond it were not trained; warned once)\n", d + 1, N, model.config.max_seq_len);
+      warned_seq_len = true;
+    }
 
     // One prefill per distinct reference-query setting.
     std::vector<QuerySpec> specs;

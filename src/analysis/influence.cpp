@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "analysis/budget_solver.h"
 #include "analysis/perplexity.h"
 #include "compaction/attention_matching.h"
 #include "compaction/compact_cache.h"
@@ -61,36 +62,48 @@ class HeadCompactor {
 
 }  // namespace
 
-DocumentInfluence sweep_document(const Model& model, const std::vector<int>& ids, int document,
-                                 const InfluenceOptions& options, const DocumentInfluence* done,
-                                 const std::function<void(const DocumentInfluence&)>& on_head) {
+DocumentInfluence sweep_context(
+    const Model& model, const std::vector<int>& ids, int document, const InfluenceOptions& options,
+    const std::function<std::vector<EvalSpan>(const KVCache&, const std::vector<float>&)>& make_spans,
+    const DocumentInfluence* done, const std::function<void(const DocumentInfluence&)>& on_head) {
   const auto t_start = std::chrono::steady_clock::now();
   const ModelConfig& c = model.config;
   const int L = c.n_layers, H = c.n_kv_heads, d = c.head_dim, V = c.vocab_size;
-  const int N = static_cast<int>(ids.size());
-  const int T = static_cast<int>(std::floor(options.context_frac * N));
-  if (T < 2 || N - T < 1)
-    throw Error(fmt::format("document {} has {} tokens: context-frac {} leaves a context of {} and {} "
-                            "evaluated tokens (need at least 2 and 1)",
-                            document + 1, N, options.context_frac, T, N - T));
+  const int T = static_cast<int>(ids.size());
+  if (T < 2) throw Error(fmt::format("document {}: a context of {} tokens (need at least 2)", document + 1, T));
   baseline_index(options.baseline_ratio, options.grid);  // validates
   std::vector<HeadId> heads = options.heads;
   if (heads.empty()) heads = parse_head_names("all", L, H);
 
   const Transformer tr(c, model.weights);
-  std::span<const int> context(ids.data(), T), cont(ids.data() + T, N - T);
+  std::span<const int> context(ids.data(), T);
   QueryPlan plan;
   plan.spec = options.method.queries;
   plan.seed = options.seed;
   const ContextPrefill pre = collect_reference_queries(tr, *model.tokenizer, context, plan);
+  const std::vector<EvalSpan> spans = make_spans(pre.cache, pre.last_logits);
+  if (spans.empty()) throw Error(fmt::format("document {}: nothing to evaluate", document + 1));
+  int eval_tokens = 0;
+  for (const auto& sp : spans) {
+    if (sp.scored.empty()) throw Error(fmt::format("document {}: an evaluated span has no tokens", document + 1));
+    eval_tokens += static_cast<int>(sp.scored.size());
+  }
 
-  // One prepared compactor per head; the baseline cache.
-  int max_t = kept_entries(options.baseline_ratio, T);
+  // Baseline budgets: uniform kept_entries(baseline, T), or per head from the proportions.
+  std::vector<int> t_base(static_cast<std::size_t>(L) * H, kept_entries(options.baseline_ratio, T));
+  if (!options.budget_proportions.empty()) {
+    if (static_cast<int>(options.budget_proportions.size()) != L * H)
+      throw Error(fmt::format("budgets list {} heads, the model has {}", options.budget_proportions.size(), L * H));
+    if (!(options.baseline_ratio > 0))
+      throw Error("--budgets needs a baseline ratio above 0 (it is the total ratio of the budgets)");
+    t_base = per_head_budgets(options.budget_proportions, std::vector<int>(t_base.size(), T), options.baseline_ratio);
+  }
+  int max_t = *std::max_element(t_base.begin(), t_base.end());
   for (double r : options.grid) max_t = std::max(max_t, kept_entries(r, T));
+  // One prepared compactor per head; the baseline cache.
   std::vector<std::unique_ptr<HeadCompactor>> compactor(static_cast<std::size_t>(L) * H);
   KVCache base(L, H, d);
   base.next_position = T;
-  const int t_base = kept_entries(options.baseline_ratio, T);
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h) {
       const HeadCache& src = pre.cache.head(l, h);
@@ -105,33 +118,64 @@ DocumentInfluence sweep_document(const Model& model, const std::vector<int>& ids
       in.head_dim = d;
       auto& hc = compactor[static_cast<std::size_t>(l) * H + h];
       hc = std::make_unique<HeadCompactor>(options.method, in, l, L, head_seed(options.seed, l, h, H), max_t);
-      base.head(l, h) = to_head_cache(hc->compact(t_base), src);
+      base.head(l, h) = to_head_cache(hc->compact(t_base[static_cast<std::size_t>(l) * H + h]), src);
     }
 
-  // Scores the evaluated tokens over a cache, optionally resuming at `first_layer`.
-  const std::vector<int> fed(cont.begin(), cont.end() - 1);
-  const std::span<const int> targets = cont.subspan(1);
-  const double first_nll = token_nll(pre.last_logits, cont[0]);
-  auto eval = [&](KVCache cache, int first_layer, const float* layer_input, ForwardObserver* obs) {
-    double total = first_nll;
-    if (!fed.empty()) {
-      ForwardOptions o;
-      o.logits = LogitsMode::All;
-      o.first_layer = first_layer;
-      o.layer_input = layer_input;
-      o.observer = obs;
-      const std::vector<float> logits = tr.forward(fed, cache, o);
-      total += sequence_nll(logits, V, targets);
-    }
-    return total / static_cast<double>(cont.size());
+  // Per span: the tokens fed after the context (prompt, then the scored tokens but the last) and
+  // the first logits row that predicts a scored token (-1: the first scored token is predicted by
+  // the context's last logits, which compaction does not change).
+  struct Fed {
+    std::vector<int> tokens;
+    int first_row = 0;
+    double context_nll = 0;  // NLL of the first scored token when first_row < 0
   };
-  LayerInputCapture capture;
-  capture.dim = c.dim;
+  std::vector<Fed> fed(spans.size());
+  for (std::size_t s = 0; s < spans.size(); ++s) {
+    const EvalSpan& sp = spans[s];
+    fed[s].tokens = sp.prompt;
+    fed[s].tokens.insert(fed[s].tokens.end(), sp.scored.begin(), sp.scored.end() - 1);
+    fed[s].first_row = static_cast<int>(sp.prompt.size()) - 1;
+    if (fed[s].first_row < 0) fed[s].context_nll = token_nll(pre.last_logits, sp.scored[0]);
+  }
+  // Mean over spans of the span's mean NLL over a cache, optionally resuming at `first_layer`
+  // with the captured inputs of that layer (one capture per span).
+  auto eval = [&](const KVCache& cache, int first_layer, std::vector<LayerInputCapture>* capture_out,
+                  const std::vector<LayerInputCapture>* capture_in) {
+    double sum = 0;
+    for (std::size_t s = 0; s < spans.size(); ++s) {
+      const EvalSpan& sp = spans[s];
+      const Fed& f = fed[s];
+      double total = 0;
+      std::span<const int> targets(sp.scored);
+      if (f.first_row < 0) {
+        total += f.context_nll;
+        targets = targets.subspan(1);
+      }
+      if (!f.tokens.empty()) {
+        KVCache work = cache;
+        ForwardOptions o;
+        o.logits = LogitsMode::All;
+        if (capture_in != nullptr && first_layer > 0) {
+          o.first_layer = first_layer;
+          o.layer_input = (*capture_in)[s].x[first_layer].data();
+        }
+        if (capture_out != nullptr) o.observer = &(*capture_out)[s];
+        const std::vector<float> logits = tr.forward(f.tokens, work, o);
+        const std::size_t row0 = static_cast<std::size_t>(std::max(f.first_row, 0));
+        total += sequence_nll(std::span<const float>(logits).subspan(row0 * V, targets.size() * V), V, targets);
+      }
+      sum += total / static_cast<double>(sp.scored.size());
+    }
+    return sum / static_cast<double>(spans.size());
+  };
+  std::vector<LayerInputCapture> capture(spans.size());
+  for (auto& cap : capture) cap.dim = c.dim;
   DocumentInfluence out;
   out.document = document;
   out.context_tokens = T;
-  out.eval_tokens = N - T;
-  out.baseline_nll = eval(base, 0, nullptr, &capture);
+  out.eval_tokens = eval_tokens;
+  out.spans = static_cast<int>(spans.size());
+  out.baseline_nll = eval(base, 0, &capture, nullptr);
 
   for (std::size_t k = 0; k < heads.size(); ++k) {
     const HeadId& head = heads[k];
@@ -149,12 +193,11 @@ DocumentInfluence sweep_document(const Model& model, const std::vector<int>& ids
     const HeadCompactor& hc = *compactor[static_cast<std::size_t>(head.layer) * H + head.kv_head];
     const HeadCache& src = pre.cache.head(head.layer, head.kv_head);
     std::vector<double> delta;
+    KVCache cache = base;
     for (double r : options.grid) {
-      KVCache cache = base;
       cache.head(head.layer, head.kv_head) = to_head_cache(hc.compact(kept_entries(r, T)), src);
-      const bool fast = options.reuse_prefix && !fed.empty();
-      const double nll = fast ? eval(std::move(cache), head.layer, capture.x[head.layer].data(), nullptr)
-                              : eval(std::move(cache), 0, nullptr, nullptr);
+      const double nll = options.reuse_prefix ? eval(cache, head.layer, nullptr, &capture)
+                                              : eval(cache, 0, nullptr, nullptr);
       if (!std::isfinite(nll))
         throw Error(fmt::format("document {}: head {} at ratio {} gave a non-finite NLL", document + 1,
                                 head_name(head.layer, head.kv_head), r));
@@ -172,10 +215,38 @@ DocumentInfluence sweep_document(const Model& model, const std::vector<int>& ids
   return out;
 }
 
+DocumentInfluence sweep_document(const Model& model, const std::vector<int>& ids, int document,
+                                 const InfluenceOptions& options, const DocumentInfluence* done,
+                                 const std::function<void(const DocumentInfluence&)>& on_head) {
+  const int N = static_cast<int>(ids.size());
+  const int T = static_cast<int>(std::floor(options.context_frac * N));
+  if (T < 2 || N - T < 1)
+    throw Error(fmt::format("document {} has {} tokens: context-frac {} leaves a context of {} and {} "
+                            "evaluated tokens (need at least 2 and 1)",
+                            document + 1, N, options.context_frac, T, N - T));
+  const std::vector<int> context(ids.begin(), ids.begin() + T);
+  EvalSpan span;
+  span.scored.assign(ids.begin() + T, ids.end());
+  return sweep_context(model, context, document, options,
+                       [&](const KVCache&, const std::vector<float>&) { return std::vector<EvalSpan>{span}; },
+                       done, on_head);
+}
+
 namespace {
 
+/// Settings beyond the plain-text defaults that a result file records and resume compares.
+struct SweepKind {
+  std::string evaluated = "continuation";  ///< "continuation" or "qa-answers"
+  nlohmann::json qa;                       ///< QA settings (null for plain text)
+};
+
+nlohmann::json budgets_json(const InfluenceOptions& o) {
+  if (o.budget_proportions.empty()) return nullptr;
+  return {{"source", o.budgets_source}, {"proportions", o.budget_proportions}};
+}
+
 nlohmann::json document_json(const DocumentInfluence& r, const std::string& fingerprint,
-                             const InfluenceOptions& o) {
+                             const InfluenceOptions& o, const SweepKind& kind) {
   nlohmann::json heads = nlohmann::json::object();
   for (std::size_t k = 0; k < r.heads.size(); ++k)
     heads[head_name(r.heads[k].layer, r.heads[k].kv_head)] = r.delta[k];
@@ -184,11 +255,15 @@ nlohmann::json document_json(const DocumentInfluence& r, const std::string& fing
           {"method", to_string(o.method)},
           {"grid", o.grid},
           {"baseline_ratio", o.baseline_ratio},
+          {"budgets", budgets_json(o)},
           {"context_frac", o.context_frac},
           {"seed", o.seed},
+          {"evaluated", kind.evaluated},
+          {"qa", kind.qa},
           {"document", r.document},
           {"context_tokens", r.context_tokens},
           {"eval_tokens", r.eval_tokens},
+          {"spans", r.spans},
           {"baseline_nll", r.baseline_nll},
           {"seconds", r.seconds},
           {"units", "delta NLL, nats/token"},
@@ -197,7 +272,7 @@ nlohmann::json document_json(const DocumentInfluence& r, const std::string& fing
 
 /// Reads a per-document file written by an earlier run; refuses one made with other settings.
 DocumentInfluence read_document(const std::string& path, const std::string& fingerprint,
-                                const InfluenceOptions& o, int n_layers, int n_kv_heads) {
+                                const InfluenceOptions& o, const SweepKind& kind, int n_layers, int n_kv_heads) {
   const nlohmann::json j = read_json_file(path);
   auto mismatch = [&](const char* what) {
     return Error(fmt::format("{}: was made with a different {}; use another --out folder", path, what));
@@ -209,10 +284,21 @@ DocumentInfluence read_document(const std::string& path, const std::string& fing
     if (j.at("baseline_ratio").get<double>() != o.baseline_ratio) throw mismatch("baseline ratio");
     if (j.at("context_frac").get<double>() != o.context_frac) throw mismatch("context fraction");
     if (j.at("seed").get<uint64_t>() != o.seed) throw mismatch("seed");
+    // Files of earlier versions lack these keys: plain continuation, uniform baseline.
+    const nlohmann::json budgets = j.contains("budgets") ? j["budgets"] : nlohmann::json(nullptr);
+    const nlohmann::json want = budgets_json(o);
+    if (budgets.is_null() != want.is_null() ||
+        (!want.is_null() && budgets.at("proportions").get<std::vector<double>>() != o.budget_proportions))
+      throw mismatch("--budgets (per-head baseline budgets)");
+    if (j.value("evaluated", std::string("continuation")) != kind.evaluated)
+      throw mismatch("evaluated text (plain continuation vs --qa answers)");
+    if ((j.contains("qa") ? j["qa"] : nlohmann::json(nullptr)) != kind.qa)
+      throw mismatch("QA setting (answer length, prompt template, context cap or --chat)");
     DocumentInfluence r;
     r.document = j.at("document").get<int>();
     r.context_tokens = j.at("context_tokens").get<int>();
     r.eval_tokens = j.at("eval_tokens").get<int>();
+    r.spans = j.value("spans", 1);
     r.baseline_nll = j.at("baseline_nll").get<double>();
     r.seconds = j.value("seconds", 0.0);
     for (const auto& [name, values] : j.at("delta").items()) {
@@ -228,11 +314,13 @@ DocumentInfluence read_document(const std::string& path, const std::string& fing
   }
 }
 
-}  // namespace
+/// One item of a sweep: sweeps it (resuming from `done`, saving through `on_head`).
+using ItemSweep = std::function<DocumentInfluence(const DocumentInfluence* done,
+                                                  const std::function<void(const DocumentInfluence&)>& on_head)>;
 
-InfluenceCurves run_influence(const Model& model, const std::vector<std::string>& documents,
-                              const InfluenceOptions& options, const std::string& out_dir) {
-  if (documents.empty()) throw Error("influence: no documents");
+InfluenceCurves run_items(const Model& model, std::size_t n_items, const std::function<ItemSweep(std::size_t)>& item,
+                          const InfluenceOptions& options, const SweepKind& kind, const std::string& out_dir) {
+  if (n_items == 0) throw Error("influence: no documents");
   const ModelConfig& c = model.config;
   InfluenceOptions o = options;
   if (o.heads.empty()) o.heads = parse_head_names("all", c.n_layers, c.n_kv_heads);
@@ -242,27 +330,27 @@ InfluenceCurves run_influence(const Model& model, const std::vector<std::string>
   const fs::path doc_dir = fs::path(out_dir) / "docs";
 
   std::vector<DocumentInfluence> results;
-  for (std::size_t d = 0; d < documents.size(); ++d) {
+  for (std::size_t d = 0; d < n_items; ++d) {
     const std::string path = (doc_dir / fmt::format("doc_{:05d}.json", d)).string();
     std::unique_ptr<DocumentInfluence> done;
-    if (fs::exists(path)) done = std::make_unique<DocumentInfluence>(read_document(path, fingerprint, o, c.n_layers, c.n_kv_heads));
+    if (fs::exists(path))
+      done = std::make_unique<DocumentInfluence>(read_document(path, fingerprint, o, kind, c.n_layers, c.n_kv_heads));
     bool complete = done != nullptr;
     if (done)
       for (const HeadId& h : o.heads)
         if (std::find(done->heads.begin(), done->heads.end(), h) == done->heads.end()) complete = false;
     if (complete) {
-      if (o.progress) std::fprintf(stderr, "influence: document %zu/%zu already done (%s)\n", d + 1, documents.size(), path.c_str());
+      if (o.progress) std::fprintf(stderr, "influence: document %zu/%zu already done (%s)\n", d + 1, n_items, path.c_str());
       results.push_back(*done);
       continue;
     }
-    const std::vector<int> ids = model.tokenizer->encode(documents[d], /*add_bos=*/true);
     auto save = [&](const DocumentInfluence& partial) {
-      write_file_atomic(path, document_json(partial, fingerprint, o).dump(1) + "\n");
+      write_file_atomic(path, document_json(partial, fingerprint, o, kind).dump(1) + "\n");
     };
-    results.push_back(sweep_document(model, ids, static_cast<int>(d), o, done.get(), save));
+    results.push_back(item(d)(done.get(), save));
     save(results.back());
     if (o.progress)
-      std::fprintf(stderr, "influence: document %zu/%zu done in %.1f s\n", d + 1, documents.size(), results.back().seconds);
+      std::fprintf(stderr, "influence: document %zu/%zu done in %.1f s\n", d + 1, n_items, results.back().seconds);
   }
 
   InfluenceCurves curves;
@@ -272,6 +360,9 @@ InfluenceCurves run_influence(const Model& model, const std::vector<std::string>
   curves.grid = o.grid;
   curves.n_layers = c.n_layers;
   curves.n_kv_heads = c.n_kv_heads;
+  curves.evaluated = kind.evaluated;
+  curves.budget_proportions = o.budget_proportions;
+  curves.budgets_source = o.budgets_source;
   for (const HeadId& h : o.heads) {
     std::vector<std::vector<double>> rows;
     for (const auto& r : results)
@@ -291,6 +382,59 @@ InfluenceCurves run_influence(const Model& model, const std::vector<std::string>
   write_influence_curves_json((fs::path(out_dir) / "influence.json").string(), curves);
   write_influence_curves_csv((fs::path(out_dir) / "influence.csv").string(), curves);
   return curves;
+}
+
+}  // namespace
+
+InfluenceCurves run_influence(const Model& model, const std::vector<std::string>& documents,
+                              const InfluenceOptions& options, const std::string& out_dir) {
+  if (documents.empty()) throw Error("influence: no documents");
+  auto item = [&](std::size_t d) -> ItemSweep {
+    return [&, d](const DocumentInfluence* done, const std::function<void(const DocumentInfluence&)>& on_head) {
+      const std::vector<int> ids = model.tokenizer->encode(documents[d], /*add_bos=*/true);
+      return sweep_document(model, ids, static_cast<int>(d), options, done, on_head);
+    };
+  };
+  return run_items(model, documents.size(), item, options, SweepKind{}, out_dir);
+}
+
+InfluenceCurves run_influence_qa(const Model& model, const std::vector<QaArticle>& articles,
+                                 const InfluenceOptions& options, const QaEvalOptions& qa,
+                                 const std::string& out_dir) {
+  if (articles.empty()) throw Error("influence: no articles");
+  if (qa.max_answer_tokens < 1) throw Error(fmt::format("--max-answer-tokens {} must be >= 1", qa.max_answer_tokens));
+  SweepKind kind;
+  kind.evaluated = "qa-answers";
+  kind.qa = {{"max_answer_tokens", qa.max_answer_tokens},
+             {"prompt_template", qa.prompt_template},
+             {"max_context_tokens", qa.max_context_tokens},
+             {"chat", qa.chat != nullptr}};
+  const Transformer tr(model.config, model.weights);
+  QaAnswerStore store(qa.answers_cache_dir, model_fingerprint(model.config, model.weights), model.config.vocab_size);
+  auto item = [&](std::size_t a) -> ItemSweep {
+    return [&, a](const DocumentInfluence* done, const std::function<void(const DocumentInfluence&)>& on_head) {
+      const QaArticleTokens at = tokenize_qa_article(model, articles[a], qa);
+      if (!at.note.empty() && options.progress) std::fprintf(stderr, "note: %s\n", at.note.c_str());
+      auto spans = [&](const KVCache& full, const std::vector<float>& last_logits) {
+        std::vector<EvalSpan> out;
+        for (std::size_t q = 0; q < at.prompts.size(); ++q) {
+          QaReferenceAnswer ref;
+          if (const QaReferenceAnswer* hit = store.find(at.answer_keys[q])) {
+            ref = *hit;
+          } else {
+            ref = make_reference_answer(tr, *model.tokenizer, full, last_logits, at.context.back(), at.prompts[q],
+                                        qa.max_answer_tokens);
+            store.put(at.answer_keys[q], ref);
+          }
+          out.push_back(EvalSpan{at.prompt_ids[q], ref.tokens});
+        }
+        store.save();
+        return out;
+      };
+      return sweep_context(model, at.context, static_cast<int>(a), options, spans, done, on_head);
+    };
+  };
+  return run_items(model, articles.size(), item, options, kind, out_dir);
 }
 
 }  // namespace kvcompact

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "analysis/influence_curves.h"
+#include "analysis/qa_eval.h"
 #include "compaction/method_spec.h"
 #include "compaction/reference_queries.h"
 #include "model/model.h"
@@ -25,13 +26,28 @@ struct InfluenceOptions {
   uint64_t seed = 0;              ///< reference-query subsampling, self-study, `random` method
   bool reuse_prefix = true;       ///< fast sweep: reuse hidden states of layers below the head
   bool progress = true;           ///< progress lines on stderr
+  /// Non-uniform baseline (--budgets): per-head proportions [n_layers * n_kv_heads], layer-major,
+  /// summing to 1 (budget_solver.h). Every head not being swept then keeps
+  /// per_head_budgets(p, T, baseline_ratio)[h] keys instead of kept_entries(baseline_ratio, T), so
+  /// delta(baseline_ratio) is 0 only for heads whose budget equals that uniform count. Empty =
+  /// uniform baseline.
+  std::vector<double> budget_proportions;
+  std::string budgets_source;     ///< file the proportions came from (recorded in the outputs)
+};
+
+/// A span scored after the context: `prompt` is fed (not scored), then `scored` is
+/// teacher-forced; the span's NLL is the mean over its scored tokens (>= 1).
+struct EvalSpan {
+  std::vector<int> prompt;
+  std::vector<int> scored;
 };
 
 /// One document's sweep: delta[head][grid point] in nats/token.
 struct DocumentInfluence {
   int document = 0;                 ///< 0-based index in the data file
   int context_tokens = 0;           ///< T
-  int eval_tokens = 0;              ///< evaluated (continuation) tokens
+  int eval_tokens = 0;              ///< evaluated tokens (continuation, or all reference-answer tokens)
+  int spans = 1;                    ///< evaluated spans (1 for plain text; questions for QA)
   double baseline_nll = 0;          ///< mean NLL with every head at the baseline ratio
   std::vector<HeadId> heads;        ///< swept heads, in order
   std::vector<std::vector<double>> delta;  ///< [heads][grid]
@@ -51,6 +67,18 @@ DocumentInfluence sweep_document(const Model& model, const std::vector<int>& ids
                                  const InfluenceOptions& options, const DocumentInfluence* done = nullptr,
                                  const std::function<void(const DocumentInfluence&)>& on_head = {});
 
+/// The general sweep: `context` (ids, BOS included when the model uses one) is prefilled once
+/// (repeat-prefill, reference queries); `make_spans` receives the full context cache and the
+/// logits after its last token and returns the evaluated spans (at least one). The NLL of a cache
+/// is the mean over spans of each span's mean NLL (sweep_document: one span, the continuation).
+/// Prefix reuse, resume and `on_head` as in sweep_document. Throws Error when the context has
+/// fewer than 2 tokens, a span scores no token, or an NLL is not finite.
+DocumentInfluence sweep_context(
+    const Model& model, const std::vector<int>& context, int document, const InfluenceOptions& options,
+    const std::function<std::vector<EvalSpan>(const KVCache& full_cache, const std::vector<float>& last_logits)>&
+        make_spans,
+    const DocumentInfluence* done = nullptr, const std::function<void(const DocumentInfluence&)>& on_head = {});
+
 /// Runs the sweep over documents with per-document result files in `out_dir`/docs (written
 /// atomically after each head; a rerun skips finished documents and heads, and refuses files from
 /// a different model, method, grid or baseline), then writes the aggregate
@@ -58,5 +86,16 @@ DocumentInfluence sweep_document(const Model& model, const std::vector<int>& ids
 /// Returns the aggregate.
 InfluenceCurves run_influence(const Model& model, const std::vector<std::string>& documents,
                               const InfluenceOptions& options, const std::string& out_dir);
+
+/// The sweep on the QA format (`influence --qa`): per article, context = the article as qa-eval
+/// builds it (tokenize_qa_article: BOS, truncation, chat), evaluated spans = per question the
+/// prompt (fed) and the reference answer (scored), the uncompacted model's greedy answer as
+/// qa-eval makes it (the same answers cache, qa.answers_cache_dir). An article's NLL is the mean
+/// over its questions of the mean answer NLL (qa-eval's answer_nll). Per-article files, resume and
+/// aggregate as run_influence; the files also record "evaluated": "qa-answers" with the answer
+/// length cap, prompt template and chat flag, and resume refuses files made with other values.
+InfluenceCurves run_influence_qa(const Model& model, const std::vector<QaArticle>& articles,
+                                 const InfluenceOptions& options, const QaEvalOptions& qa,
+                                 const std::string& out_dir);
 
 }  // namespace kvcompact

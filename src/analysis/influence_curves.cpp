@@ -260,6 +260,10 @@ nlohmann::json influence_curves_to_json(const InfluenceCurves& c) {
   j["grid"] = c.grid;
   j["n_layers"] = c.n_layers;
   j["n_kv_heads"] = c.n_kv_heads;
+  j["evaluated"] = c.evaluated;
+  j["budgets"] = c.budget_proportions.empty()
+                     ? nlohmann::json(nullptr)
+                     : nlohmann::json{{"source", c.budgets_source}, {"proportions", c.budget_proportions}};
   nlohmann::json heads = nlohmann::json::array();
   for (const auto& h : c.heads) {
     heads.push_back({{"name", h.name()},
@@ -284,6 +288,15 @@ InfluenceCurves influence_curves_from_json(const nlohmann::json& j, const std::s
   c.grid = get_numbers(j, "grid", top);
   c.n_layers = get_int(j, "n_layers", top);
   c.n_kv_heads = get_int(j, "n_kv_heads", top);
+  if (j.contains("evaluated")) c.evaluated = get_string(j, "evaluated", top);
+  if (j.contains("budgets") && !j["budgets"].is_null()) {
+    const Where w{source, "budgets"};
+    c.budget_proportions = get_numbers(j["budgets"], "proportions", w);
+    if (j["budgets"].contains("source")) c.budgets_source = get_string(j["budgets"], "source", w);
+    if (static_cast<long long>(c.budget_proportions.size()) != static_cast<long long>(c.n_layers) * c.n_kv_heads)
+      throw Error(fmt::format("{}: budgets.proportions: {} values for {} heads", source, c.budget_proportions.size(),
+                              static_cast<long long>(c.n_layers) * c.n_kv_heads));
+  }
   const auto& heads = field(j, "heads", top);
   if (!heads.is_array()) throw Error(fmt::format("{}: heads: expected an array", source));
   for (std::size_t i = 0; i < heads.size(); ++i) {

@@ -45,6 +45,11 @@ struct InfluenceCurves {
   int n_layers = 0;
   int n_kv_heads = 0;             ///< KV heads per layer
   std::vector<HeadCurve> heads;   ///< the swept heads (any subset, each at most once)
+  /// What was scored: "continuation" (plain text) or "qa-answers" (influence --qa).
+  std::string evaluated = "continuation";
+  /// Per-head baseline budget proportions (influence --budgets), layer-major; empty = uniform.
+  std::vector<double> budget_proportions;
+  std::string budgets_source;     ///< the budgets file ("" when uniform)
 
   /// The curve of (layer, kv_head), or nullptr when that head was not swept.
   const HeadCurve* find(int layer, int kv_head) const;
@@ -84,7 +89,8 @@ CurveStats aggregate_documents(const std::vector<std::vector<double>>& per_docum
 void validate_influence_curves(const InfluenceCurves& curves, const std::string& source);
 
 /// JSON form: {"model_fingerprint", "method", "baseline_ratio", "grid": [..], "n_layers",
-/// "n_kv_heads", "heads": [{"name", "layer", "kv_head", "ratios", "delta_nll_mean",
+/// "n_kv_heads", "evaluated" (optional, default "continuation"), "budgets" (optional: null or
+/// {"source", "proportions": [..]}), "heads": [{"name", "layer", "kv_head", "ratios", "delta_nll_mean",
 /// "delta_nll_sem", "delta_nll_std", "documents"}]}. Validates first (source "influence curves").
 nlohmann::json influence_curves_to_json(const InfluenceCurves& curves);
 

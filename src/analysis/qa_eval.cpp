@@ -63,64 +63,6 @@ std::vector<std::vector<int>> encode_options(const Tokenizer& tok, const std::ve
   return out;
 }
 
-/// The on-disk reference-answer cache: one JSON file per model fingerprint.
-class AnswerStore {
- public:
-  AnswerStore(const std::string& dir, uint64_t fingerprint, int vocab) : vocab_(vocab) {
-    if (dir.empty()) return;
-    path_ = (std::filesystem::path(dir) / fmt::format("qa_answers_{:016x}.json", fingerprint)).string();
-    fp_ = fingerprint_hex(fingerprint);
-    std::error_code ec;
-    if (!std::filesystem::exists(path_, ec)) return;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(read_text_file(path_));
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("{}: invalid JSON in the answers cache ({})", path_, e.what()));
-    }
-    if (!j.is_object() || j.value("model_fingerprint", "") != fp_ || !j.contains("answers") ||
-        !j["answers"].is_object())
-      throw Error(fmt::format("{}: not an answers cache for model fingerprint {}", path_, fp_));
-    for (const auto& [key, v] : j["answers"].items()) {
-      QaReferenceAnswer a;
-      try {
-        a.tokens = v.at("tokens").get<std::vector<int>>();
-        a.text = v.at("text").get<std::string>();
-      } catch (const nlohmann::json::exception&) {
-        throw Error(fmt::format("{}: answer {} lacks 'tokens' or 'text'", path_, key));
-      }
-      if (a.tokens.empty()) throw Error(fmt::format("{}: answer {} has no tokens", path_, key));
-      for (int t : a.tokens)
-        if (t < 0 || t >= vocab_)
-          throw Error(fmt::format("{}: answer {} has token id {} outside the vocabulary of {}", path_, key, t, vocab_));
-      answers_[key] = std::move(a);
-    }
-  }
-  const QaReferenceAnswer* find(const std::string& key) const {
-    auto it = answers_.find(key);
-    return it == answers_.end() ? nullptr : &it->second;
-  }
-  void put(const std::string& key, const QaReferenceAnswer& a) {
-    answers_[key] = a;
-    dirty_ = true;
-  }
-  void save() {
-    if (path_.empty() || !dirty_) return;
-    nlohmann::json j;
-    j["model_fingerprint"] = fp_;
-    j["answers"] = nlohmann::json::object();
-    for (const auto& [k, a] : answers_) j["answers"][k] = {{"tokens", a.tokens}, {"text", a.text}};
-    write_file_atomic(path_, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-    dirty_ = false;
-  }
-
- private:
-  int vocab_;
-  std::string path_, fp_;
-  bool dirty_ = false;
-  std::map<std::string, QaReferenceAnswer> answers_;
-};
-
 std::string answer_key(const std::string& article, const std::string& prompt, int max_tokens,
                        std::size_t context_tokens) {
   uint64_t h = fnv1a64(article.data(), article.size());
@@ -140,6 +82,152 @@ struct RowAcc {
 };
 
 }  // namespace
+
+QaAnswerStore::QaAnswerStore(const std::string& dir, uint64_t fingerprint, int vocab) : vocab_(vocab) {
+  if (dir.empty()) return;
+  path_ = (std::filesystem::path(dir) / fmt::format("qa_answers_{:016x}.json", fingerprint)).string();
+  fp_ = fingerprint_hex(fingerprint);
+  std::error_code ec;
+  if (!std::filesystem::exists(path_, ec)) return;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_text_file(path_));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: invalid JSON in the answers cache ({})", path_, e.what()));
+  }
+  if (!j.is_object() || j.value("model_fingerprint", "") != fp_ || !j.contains("answers") ||
+      !j["answers"].is_object())
+    throw Error(fmt::format("{}: not an answers cache for model fingerprint {}", path_, fp_));
+  for (const auto& [key, v] : j["answers"].items()) {
+    QaReferenceAnswer a;
+    try {
+      a.tokens = v.at("tokens").get<std::vector<int>>();
+      a.text = v.at("text").get<std::string>();
+    } catch (const nlohmann::json::exception&) {
+      throw Error(fmt::format("{}: answer {} lacks 'tokens' or 'text'", path_, key));
+    }
+    if (a.tokens.empty()) throw Error(fmt::format("{}: answer {} has no tokens", path_, key));
+    for (int t : a.tokens)
+      if (t < 0 || t >= vocab_)
+        throw Error(fmt::format("{}: answer {} has token id {} outside the vocabulary of {}", path_, key, t, vocab_));
+    answers_[key] = std::move(a);
+  }
+}
+
+const QaReferenceAnswer* QaAnswerStore::find(const std::string& key) const {
+  auto it = answers_.find(key);
+  return it == answers_.end() ? nullptr : &it->second;
+}
+
+void QaAnswerStore::put(const std::string& key, const QaReferenceAnswer& a) {
+  answers_[key] = a;
+  dirty_ = true;
+}
+
+void QaAnswerStore::save() {
+  if (path_.empty() || !dirty_) return;
+  nlohmann::json j;
+  j["model_fingerprint"] = fp_;
+  j["answers"] = nlohmann::json::object();
+  for (const auto& [k, a] : answers_) j["answers"][k] = {{"tokens", a.tokens}, {"text", a.text}};
+  write_file_atomic(path_, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  dirty_ = false;
+}
+
+QaReferenceAnswer make_reference_answer(const Transformer& tr, const Tokenizer& tok, const KVCache& full_cache,
+                                        std::span<const float> last_logits, int last_token,
+                                        const std::string& prompt, int max_answer_tokens) {
+  KVCache c = full_cache;
+  Sampler greedy(tok.vocab_size(), 0.0f, 1.0f, 1);
+  ContinueOptions copt;
+  copt.max_new_tokens = max_answer_tokens;
+  copt.stop_at_newline = true;
+  int stop = -1;
+  GenerationResult g = generate_from_cache(tr, tok, c, last_logits, last_token, prompt, greedy, copt, {}, &stop);
+  QaReferenceAnswer ref;
+  ref.tokens = g.generated;
+  if (stop >= 0) ref.tokens.push_back(stop);
+  ref.text = tok.decode(g.generated);
+  return ref;
+}
+
+std::shared_ptr<const ChatTemplate> find_chat_template(const std::string& model_path,
+                                                       const std::string& tokenizer_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> candidates;
+  if (fs::is_directory(model_path, ec)) candidates.push_back(fs::path(model_path) / "tokenizer_config.json");
+  if (!tokenizer_path.empty()) {
+    const fs::path t(tokenizer_path);
+    candidates.push_back(fs::is_directory(t, ec) ? t / "tokenizer_config.json" : t.parent_path() / "tokenizer_config.json");
+  }
+  for (const auto& c : candidates)
+    if (fs::is_regular_file(c, ec)) return std::make_shared<const ChatTemplate>(load_chat_template(c.string()));
+  throw Error(fmt::format("{}: --chat: the model has no chat template (needs a tokenizer_config.json with "
+                          "chat_template in a Hugging Face checkpoint folder or beside --tokenizer tokenizer.json)",
+                          model_path));
+}
+
+std::string chat_wrap_prompt(const ChatTemplate& chat, const std::string& prompt) {
+  return render_chat(chat, {ChatMessage{"user", prompt}}, /*add_generation_prompt=*/true);
+}
+
+QaArticleTokens tokenize_qa_article(const Model& model, const QaArticle& art, const QaEvalOptions& options) {
+  const Tokenizer& tok = *model.tokenizer;
+  const std::string& tmpl = art.prompt_template.empty() ? options.prompt_template : art.prompt_template;
+  QaArticleTokens t;
+  t.context_text = art.article;
+  // Encode prompts and options first: they set the room the context must leave.
+  int room = 0;
+  for (std::size_t q = 0; q < art.questions.size(); ++q) {
+    std::string prompt = fill_template(tmpl, art.questions[q].question);
+    if (options.chat) {
+      // Markers (control bytes absent from articles) find where the article ends in the rendering.
+      const std::string a_mark = "\x02", q_mark = "\x03";
+      const std::string r = render_chat(*options.chat, {ChatMessage{"user", a_mark + art.article + q_mark + prompt}},
+                                        /*add_generation_prompt=*/true);
+      const std::size_t qa = r.find(q_mark), am = r.find(a_mark);
+      if (qa == std::string::npos || am == std::string::npos || am > qa)
+        throw Error(fmt::format("article {} (line {}): the chat template ({}) does not render the user message verbatim",
+                                art.id, art.line, options.chat->path));
+      std::string prefix = r.substr(0, qa);
+      prefix.erase(am, 1);
+      if (q == 0) t.context_text = prefix;
+      else if (prefix != t.context_text)
+        throw Error(fmt::format("article {} (line {}): the chat template renders the article differently per question",
+                                art.id, art.line));
+      prompt = r.substr(qa + 1);
+    }
+    t.prompts.push_back(prompt);
+    t.prompt_ids.push_back(tok.encode(prompt, /*add_bos=*/false));
+    try {
+      t.option_ids.push_back(encode_options(tok, art.questions[q].options));
+    } catch (const Error& e) {
+      throw Error(fmt::format("article {} (line {}) question {}: {}", art.id, art.line, q + 1, e.what()));
+    }
+    int longest = options.max_answer_tokens + 1;
+    for (const auto& o : t.option_ids.back()) longest = std::max(longest, static_cast<int>(o.size()));
+    room = std::max(room, static_cast<int>(t.prompt_ids.back().size()) + longest);
+  }
+  t.context = tok.encode(t.context_text, /*add_bos=*/!options.chat);
+  int budget = options.max_context_tokens;
+  if (budget == 0 && model.config.max_seq_len > 0) budget = model.config.max_seq_len - room;
+  if (budget > 0 && static_cast<int>(t.context.size()) > budget) {
+    if (budget < 2)
+      throw Error(fmt::format("article {} (line {}): its questions need {} of the model's {} positions, "
+                              "leaving no room for the context", art.id, art.line, room, model.config.max_seq_len));
+    t.note = fmt::format("article {}: context truncated from {} to {} tokens (max_seq_len {}, "
+                         "{} kept for question and answer)", art.id, t.context.size(), budget,
+                         model.config.max_seq_len, room);
+    t.context.resize(static_cast<std::size_t>(budget));
+  }
+  if (t.context.size() < 2)
+    throw Error(fmt::format("article {} (line {}): context has fewer than 2 tokens", art.id, art.line));
+  // Without chat the key is the one qa-eval has always used (article text), so old caches stay valid.
+  for (const auto& p : t.prompts)
+    t.answer_keys.push_back(answer_key(t.context_text, p, options.max_answer_tokens, t.context.size()));
+  return t;
+}
 
 int best_option(const std::vector<double>& ll) {
   if (ll.empty()) throw Error("qa-eval: no options to choose from");
@@ -170,7 +258,7 @@ QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& artic
   const Transformer tr(model.config, model.weights);
   const Tokenizer& tok = *model.tokenizer;
   const uint64_t fp = model_fingerprint(model.config, model.weights);
-  AnswerStore store(options.answers_cache_dir, fp, model.config.vocab_size);
+  QaAnswerStore store(options.answers_cache_dir, fp, model.config.vocab_size);
   const std::size_t n_rows = 1 + methods.size() * options.ratios.size();
   std::vector<RowAcc> acc(n_rows);
   QaEvalResult res;
@@ -179,37 +267,12 @@ QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& artic
 
   for (std::size_t ai = 0; ai < articles.size(); ++ai) {
     const QaArticle& art = articles[ai];
-    const std::string& tmpl = art.prompt_template.empty() ? options.prompt_template : art.prompt_template;
-    // Encode prompts and options first: they set the room the context must leave.
-    std::vector<std::string> prompts;
-    std::vector<std::vector<int>> prompt_ids;
-    std::vector<std::vector<std::vector<int>>> option_ids;
-    int room = 0;
-    for (std::size_t q = 0; q < art.questions.size(); ++q) {
-      prompts.push_back(fill_template(tmpl, art.questions[q].question));
-      prompt_ids.push_back(tok.encode(prompts.back(), /*add_bos=*/false));
-      try {
-        option_ids.push_back(encode_options(tok, art.questions[q].options));
-      } catch (const Error& e) {
-        throw Error(fmt::format("article {} (line {}) question {}: {}", art.id, art.line, q + 1, e.what()));
-      }
-      int longest = options.max_answer_tokens + 1;
-      for (const auto& o : option_ids.back()) longest = std::max(longest, static_cast<int>(o.size()));
-      room = std::max(room, static_cast<int>(prompt_ids.back().size()) + longest);
-    }
-    std::vector<int> ids = tok.encode(art.article, /*add_bos=*/true);
-    int budget = options.max_context_tokens;
-    if (budget == 0 && model.config.max_seq_len > 0) budget = model.config.max_seq_len - room;
-    if (budget > 0 && static_cast<int>(ids.size()) > budget) {
-      if (budget < 2)
-        throw Error(fmt::format("article {} (line {}): its questions need {} of the model's {} positions, "
-                                "leaving no room for the context", art.id, art.line, room, model.config.max_seq_len));
-      res.notes.push_back(fmt::format("article {}: context truncated from {} to {} tokens (max_seq_len {}, "
-                                      "{} kept for question and answer)", art.id, ids.size(), budget,
-                                      model.config.max_seq_len, room));
-      ids.resize(static_cast<std::size_t>(budget));
-    }
-    if (ids.size() < 2) throw Error(fmt::format("article {} (line {}): context has fewer than 2 tokens", art.id, art.line));
+    const QaArticleTokens at = tokenize_qa_article(model, art, options);
+    if (!at.note.empty()) res.notes.push_back(at.note);
+    const std::vector<int>& ids = at.context;
+    const auto& prompts = at.prompts;
+    const auto& prompt_ids = at.prompt_ids;
+    const auto& option_ids = at.option_ids;
     context_sum += static_cast<double>(ids.size());
 
     std::vector<KVCache> caches;
@@ -239,23 +302,14 @@ QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& artic
 
     for (std::size_t q = 0; q < art.questions.size(); ++q) {
       // (a) the reference answer, from the uncompacted model.
-      const std::string key = answer_key(art.article, prompts[q], options.max_answer_tokens, ids.size());
+      const std::string& key = at.answer_keys[q];
       QaReferenceAnswer ref;
       if (const QaReferenceAnswer* hit = store.find(key)) {
         ref = *hit;
         ++res.answers_reused;
       } else {
-        KVCache c = caches[0];
-        Sampler greedy(model.config.vocab_size, 0.0f, 1.0f, 1);
-        ContinueOptions copt;
-        copt.max_new_tokens = options.max_answer_tokens;
-        copt.stop_at_newline = true;
-        int stop = -1;
-        GenerationResult g = generate_from_cache(tr, tok, c, last_logits, ids.back(), prompts[q],
-                                                 greedy, copt, {}, &stop);
-        ref.tokens = g.generated;
-        if (stop >= 0) ref.tokens.push_back(stop);
-        ref.text = tok.decode(g.generated);
+        ref = make_reference_answer(tr, tok, caches[0], last_logits, ids.back(), prompts[q],
+                                    options.max_answer_tokens);
         store.put(key, ref);
         ++res.answers_generated;
       }

@@ -2,12 +2,17 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "compaction/compact_cache.h"
+#include "io/chat_template.h"
 #include "io/qa_dataset.h"
 #include "model/model.h"
+#include "model/transformer.h"
 
 namespace kvcompact {
 
@@ -24,6 +29,10 @@ struct QaEvalOptions {
   int max_context_tokens = 0;  ///< context cap incl. BOS; 0 = max_seq_len minus question room
   uint64_t seed = 0;           ///< seed of the `random` baseline (+ article index)
   AttentionMatchingOptions am;
+  /// With a chat template (--chat): article + question prompt form one user message rendered with
+  /// the generation prompt; the rendered text up to the article's end is the context, the rest the
+  /// prompt (see tokenize_qa_article). nullptr: plain article + prompt.
+  std::shared_ptr<const ChatTemplate> chat;
   bool progress = true;        ///< one line per article on stderr
 };
 
@@ -65,6 +74,64 @@ struct QaEvalResult {
   std::vector<std::vector<QaQuestionScore>> per_question;
   std::vector<QaReferenceAnswer> reference_answers;  ///< per question
 };
+
+/// An article as token ids, the way run_qa_eval feeds it.
+struct QaArticleTokens {
+  std::string context_text;                  ///< text of the context (the article, or the rendered chat prefix)
+  std::vector<int> context;                  ///< context ids (BOS first unless chat), truncated to the budget
+  std::vector<std::string> prompts;          ///< per question: text fed after the context (no BOS)
+  std::vector<std::vector<int>> prompt_ids;  ///< per question: its ids
+  std::vector<std::vector<std::vector<int>>> option_ids;  ///< per question, per option: ids (no BOS)
+  std::vector<std::string> answer_keys;      ///< per question: key in the reference-answer cache
+  std::string note;                          ///< non-empty when the context was truncated
+};
+
+/// Tokenizes an article and its questions. Without chat: context = article encoded with BOS,
+/// prompt = the template with {question} replaced, encoded without BOS. With options.chat: the
+/// user message article + prompt is rendered (add_generation_prompt); the rendered text before the
+/// prompt part is the context (encoded without BOS: templates write their own BOS token), the rest
+/// (prompt, end of turn, assistant header) the prompt. The context is cut to
+/// options.max_context_tokens, or when 0 to max_seq_len minus the room the longest question needs
+/// (prompt + max(answer cap + 1, longest option)); `note` says so. Throws Error naming the
+/// article (id and line) for an option without tokens, no room left, or a context under 2 tokens.
+QaArticleTokens tokenize_qa_article(const Model& model, const QaArticle& article, const QaEvalOptions& options);
+
+/// The on-disk reference-answer cache <dir>/qa_answers_<fingerprint>.json: {"model_fingerprint",
+/// "answers": {key: {"tokens": [...], "text": ...}}}. An empty dir keeps answers in memory only.
+class QaAnswerStore {
+ public:
+  /// Reads the file when it exists. Throws Error naming it when it is not JSON, belongs to another
+  /// fingerprint, or holds an answer without tokens or with ids outside [0, vocab).
+  QaAnswerStore(const std::string& dir, uint64_t fingerprint, int vocab);
+  const QaReferenceAnswer* find(const std::string& key) const;
+  void put(const std::string& key, const QaReferenceAnswer& answer);
+  /// Writes the file atomically when anything was added since the last save.
+  void save();
+
+ private:
+  int vocab_;
+  std::string path_, fp_;
+  bool dirty_ = false;
+  std::map<std::string, QaReferenceAnswer> answers_;
+};
+
+/// The reference answer of one question: greedy continuation of context + prompt over the full
+/// context cache (next_position = context length; `last_logits` after the context's last token
+/// `last_token`), up to max_answer_tokens, stopping at a newline or EOS (the stop token is the
+/// last scored token).
+QaReferenceAnswer make_reference_answer(const Transformer& transformer, const Tokenizer& tokenizer,
+                                        const KVCache& full_cache, std::span<const float> last_logits,
+                                        int last_token, const std::string& prompt, int max_answer_tokens);
+
+/// Finds the chat template of a model: tokenizer_config.json in the model folder (HF checkpoint),
+/// or beside the tokenizer.json given as tokenizer_path (or in that folder). Throws Error naming
+/// the model when there is none (llama2.c and GGUF models carry no usable template here).
+std::shared_ptr<const ChatTemplate> find_chat_template(const std::string& model_path,
+                                                       const std::string& tokenizer_path);
+
+/// Wraps a prompt as one user message and renders it with the generation prompt (chat mode of
+/// `generate`). Throws Error from the template.
+std::string chat_wrap_prompt(const ChatTemplate& chat, const std::string& prompt);
 
 /// Total log-likelihood (nats, <= 0) of each option [options.size()] after the cache's context
 /// and `prompt_tokens` (no BOS), each option encoded without BOS. Pure function of its inputs.

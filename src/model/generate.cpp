@@ -12,8 +12,9 @@ GenerationResult generate(const Transformer& transformer, const Tokenizer& token
                           std::string_view prompt, int steps, Sampler& sampler,
                           const std::function<void(std::string_view)>& on_text, KVCache* cache) {
   if (steps < 1) throw Error(fmt::format("generate: steps {} must be >= 1", steps));
-  if (tokenizer.vocab_size() != transformer.config().vocab_size)
-    throw Error(fmt::format("generate: tokenizer has {} tokens, model vocabulary is {}",
+  // A model's vocabulary may be padded beyond the tokenizer's (Qwen3: 151669 tokens, 151936 rows)
+  if (tokenizer.vocab_size() > transformer.config().vocab_size)
+    throw Error(fmt::format("generate: tokenizer has {} tokens, more than the model vocabulary of {}",
                             tokenizer.vocab_size(), transformer.config().vocab_size));
   if (sampler.vocab_size() != transformer.config().vocab_size)
     throw Error(fmt::format("generate: sampler vocabulary {} != model vocabulary {}",

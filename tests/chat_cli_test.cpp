@@ -1,0 +1,143 @@
+// `--chat` on generate, qa-eval and influence --qa (issue #6 leftover): a random-weight Qwen3
+// checkpoint written by the test, with the real Qwen3 tokenizer.json and tokenizer_config.json
+// beside it. The wrapped prompt must be the ChatML text Qwen3's template renders; models without
+// a template (stories260K) are refused with one line.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "analysis/influence.h"
+#include "analysis/qa_eval.h"
+#include "hf_test_util.h"
+#include "io/error.h"
+#include "io/hf_tokenizer.h"
+#include "io/json_file.h"
+#include "model/model.h"
+
+namespace kvcompact {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kShared = KVC_SHARED_DIR;
+const std::string kQwenTok = kShared + "/data/tokenizers/qwen3";
+constexpr int kImStart = 151644, kImEnd = 151645;  // Qwen3's <|im_start|>, <|im_end|> ids
+
+struct CliResult {
+  int status = -1;
+  std::string out, err;
+};
+
+CliResult run_cli(const std::string& args) {
+  const std::string tag = std::to_string(static_cast<long>(getpid()));
+  const std::string out = std::string(KVC_TEST_TMP) + "/chat_out_" + tag, err = std::string(KVC_TEST_TMP) + "/chat_err_" + tag;
+  const int raw = std::system((std::string(KVC_CLI_PATH) + " " + args + " --threads 1 >" + out + " 2>" + err).c_str());
+  CliResult r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  auto slurp = [](const std::string& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+/// Random Qwen3 (BF16, vocabulary of the real tokenizer) with the real tokenizer files beside it.
+const std::string& qwen3_dir() {
+  static const std::string dir = [] {
+    testing::HfSpec s;
+    s.arch = "Qwen3ForCausalLM";
+    s.head_dim = 16;
+    s.tied = true;
+    s.rope_theta = 1e6;
+    s.vocab = 151669;  // the tokenizer's size (generate refuses a padded 151936, see the report)
+    const std::string d = testing::write_random_hf_checkpoint("chat_qwen3", s, "BF16");
+    fs::copy_file(kQwenTok + "/tokenizer.json", d + "/tokenizer.json", fs::copy_options::overwrite_existing);
+    fs::copy_file(kQwenTok + "/tokenizer_config.json", d + "/tokenizer_config.json",
+                  fs::copy_options::overwrite_existing);
+    return d;
+  }();
+  return dir;
+}
+
+class ChatCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kQwenTok + "/tokenizer_config.json")) GTEST_SKIP() << "shared Qwen3 tokenizer missing";
+  }
+};
+
+TEST_F(ChatCli, GenerateWrapsThePromptInQwen3ChatMl) {
+  const CliResult r = run_cli("generate --model " + qwen3_dir() + " --chat --prompt \"Hi there\" --temperature 0 --steps 3 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("chat").get<bool>());
+  const auto ids = j.at("prompt_tokens").get<std::vector<int>>();
+  // Qwen3's template: "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n" (no BOS).
+  const auto tok = load_hf_tokenizer(kQwenTok);
+  const std::vector<int> want =
+      tok->encode("<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n", /*add_bos=*/false);
+  EXPECT_EQ(ids, want);
+  ASSERT_GE(ids.size(), 6u);
+  EXPECT_EQ(ids.front(), kImStart);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), kImEnd), 1);
+  // Without --chat the prompt is the plain text.
+  const CliResult plain = run_cli("generate --model " + qwen3_dir() + " --prompt \"Hi there\" --temperature 0 --steps 3 --json");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(nlohmann::json::parse(plain.out).at("prompt_tokens").get<std::vector<int>>(),
+            tok->encode("Hi there", false));
+}
+
+TEST_F(ChatCli, ModelsWithoutATemplateAreRefusedInOneLine) {
+  const std::string bin = kShared + "/models/stories260K/stories260K.bin";
+  for (const std::string& cmd : {"generate --model " + bin + " --chat --prompt Hi --steps 3",
+                                "qa-eval --model " + bin + " --chat --data " + bin}) {
+    const CliResult r = run_cli(cmd);
+    EXPECT_EQ(r.status, 1) << cmd;
+    EXPECT_NE(r.err.find("no chat template"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+TEST_F(ChatCli, QaArticleIsTheUserMessageAndTheContextEndsWithTheArticle) {
+  Model m = load_model(qwen3_dir());
+  QaArticle a;
+  a.id = "x";
+  a.article = "Tom had a red ball. He gave it to Sue.";
+  a.questions = {{"Who got the ball?", {"Sue", "Tom"}, 1}};
+  QaEvalOptions o;
+  o.chat = find_chat_template(qwen3_dir(), "");
+  o.max_answer_tokens = 4;
+  o.progress = false;
+  const QaArticleTokens t = tokenize_qa_article(m, a, o);
+  EXPECT_EQ(t.context_text, "<|im_start|>user\n" + a.article);
+  ASSERT_EQ(t.prompts.size(), 1u);
+  EXPECT_EQ(t.prompts[0], "\n\nQuestion: Who got the ball?\nAnswer:<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(t.context.front(), kImStart);
+  EXPECT_EQ(t.prompt_ids[0][t.prompt_ids[0].size() - 3], kImStart);  // <|im_start|> assistant \n
+  // qa-eval and influence --qa run end to end with the template.
+  const std::string data = std::string(KVC_TEST_TMP) + "/chat_qa.jsonl";
+  std::ofstream(data) << qa_article_to_jsonl(a) << "\n";
+  const CliResult r = run_cli("qa-eval --model " + qwen3_dir() + " --chat --data " + data +
+                        " --ratios 0.5 --methods recent --max-answer-tokens 3 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out).at("chat").get<bool>());
+  const std::string out = std::string(KVC_TEST_TMP) + "/chat_influence";
+  fs::remove_all(out);
+  const CliResult inf = run_cli("influence --model " + qwen3_dir() + " --qa " + data + " --chat --heads L1H0 --ratios 0,0.5,1 "
+                          "--baseline 0.5 --max-answer-tokens 3 --out " + out + " --json");
+  ASSERT_EQ(inf.status, 0) << inf.err;
+  EXPECT_EQ(nlohmann::json::parse(inf.out).at("evaluated").get<std::string>(), "qa-answers");
+  EXPECT_TRUE(read_json_file(out + "/docs/doc_00000.json").at("qa").at("chat").get<bool>());
+}
+
+}  // namespace
+}  // namespace kvcompact
