@@ -58,8 +58,10 @@ const std::string& qwen3_dir() {
     s.head_dim = 16;
     s.tied = true;
     s.rope_theta = 1e6;
-    s.vocab = 151669;  // the tokenizer's size (generate refuses a padded 151936, see the report)
-    const std::string d = testing::write_random_hf_checkpoint("chat_qwen3", s, "BF16");
+    s.vocab = 151669;  // the tokenizer's size (the real checkpoint pads its rows to 151936)
+    // per process: ctest runs this file's tests in parallel processes, each writing its checkpoint
+    const std::string d =
+        testing::write_random_hf_checkpoint("chat_qwen3_" + std::to_string(static_cast<long>(getpid())), s, "BF16");
     fs::copy_file(kQwenTok + "/tokenizer.json", d + "/tokenizer.json", fs::copy_options::overwrite_existing);
     fs::copy_file(kQwenTok + "/tokenizer_config.json", d + "/tokenizer_config.json",
                   fs::copy_options::overwrite_existing);
