@@ -1,7 +1,6 @@
 // `kvcompact budget-eval` (issue #4 leftover): delta NLL vs total ratio for budget schedules on
 // stories260K, its JSON points, the figure, and `plot` redrawing it from the JSON.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include "cli_runner.h"
+
 namespace kvcompact {
 namespace {
 
@@ -19,42 +20,10 @@ const std::string kShared = KVC_SHARED_DIR;
 const std::string kBin = kShared + "/models/stories260K/stories260K.bin";
 const std::string kData = kShared + "/data/tinystories/tinystories_val_head.txt";
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
-
-CliRun run_cli(const std::string& args) {
-  const std::string tag = std::to_string(static_cast<long>(getpid()));
-  const std::string out = std::string(KVC_TEST_TMP) + "/be_out_" + tag, err = std::string(KVC_TEST_TMP) + "/be_err_" + tag;
-  const int raw = std::system((std::string(KVC_CLI_PATH) + " " + args + " --threads 1 >" + out + " 2>" + err).c_str());
-  CliRun r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  auto slurp = [](const std::string& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-std::string head_of_file(const std::string& path, std::size_t n) {
-  std::ifstream in(path, std::ios::binary);
-  std::string s(n, '\0');
-  in.read(s.data(), static_cast<std::streamsize>(n));
-  s.resize(static_cast<std::size_t>(in.gcount()));
-  return s;
-}
-
-void expect_one_line_error(const CliRun& r, const std::string& needle) {
-  EXPECT_EQ(r.status, 1) << r.err;
-  EXPECT_NE(r.err.find("kvcompact: error: "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-}
+using testing::CliRun;
+using testing::expect_one_line_error;
+using testing::head_of_file;
+using testing::run_cli;
 
 TEST(BudgetEvalCli, WritesPointsAndPlotRedrawsThem) {
   const std::string dir = std::string(KVC_TEST_TMP) + "/cli_budget_eval_" + std::to_string(static_cast<long>(getpid()));

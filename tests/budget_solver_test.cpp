@@ -194,6 +194,10 @@ TEST(BudgetSolver, FloorBindsOnUselessHead) {
   EXPECT_EQ(s.floor, 0.2);
   o.floor = 1.0;  // forces uniform
   for (const auto& h : optimize_budgets(curves, o).heads) EXPECT_NEAR(h.proportion, 0.25, 1e-15);
+  // curves swept around per-head budgets (influence --budgets) are refused
+  curves.budget_proportions = {0.1, 0.2, 0.3, 0.4};
+  curves.budgets_source = "opt.json";
+  EXPECT_THROW(optimize_budgets(curves, o), Error);
 }
 
 TEST(BudgetSolver, PredictedDeltaHandWorked) {
@@ -300,9 +304,14 @@ TEST(BudgetSolver, PerHeadBudgetsKeepTheTotal) {
     for (int h = 0; h < H; ++h) {
       total += keys[h];
       EXPECT_LE(keys[h], T[h]);
-      if (p[h] > 0) EXPECT_GE(keys[h], 1);
-      else zero_keys += keys[h];
-      if (p[h] > 0 && want > cap) EXPECT_EQ(keys[h], T[h]);  // spill only once the positive heads are full
+      if (p[h] > 0) {
+        EXPECT_GE(keys[h], 1);
+      } else {
+        zero_keys += keys[h];
+      }
+      if (p[h] > 0 && want > cap) {
+        EXPECT_EQ(keys[h], T[h]);  // spill only once the positive heads are full
+      }
     }
     EXPECT_EQ(zero_keys, std::max(0LL, want - cap)) << "trial " << trial;
     EXPECT_EQ(total, want) << "trial " << trial;

@@ -3,6 +3,8 @@
 // beside it. The wrapped prompt must be the ChatML text Qwen3's template renders; models without
 // a template (stories260K) are refused with one line.
 #include <gtest/gtest.h>
+
+#include "cli_runner.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,27 +30,8 @@ const std::string kShared = KVC_SHARED_DIR;
 const std::string kQwenTok = kShared + "/data/tokenizers/qwen3";
 constexpr int kImStart = 151644, kImEnd = 151645;  // Qwen3's <|im_start|>, <|im_end|> ids
 
-struct CliResult {
-  int status = -1;
-  std::string out, err;
-};
-
-CliResult run_cli(const std::string& args) {
-  const std::string tag = std::to_string(static_cast<long>(getpid()));
-  const std::string out = std::string(KVC_TEST_TMP) + "/chat_out_" + tag, err = std::string(KVC_TEST_TMP) + "/chat_err_" + tag;
-  const int raw = std::system((std::string(KVC_CLI_PATH) + " " + args + " --threads 1 >" + out + " 2>" + err).c_str());
-  CliResult r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  auto slurp = [](const std::string& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+using CliResult = testing::CliRun;
+using testing::run_cli;
 
 /// Random Qwen3 (BF16, vocabulary of the real tokenizer) with the real tokenizer files beside it.
 const std::string& qwen3_dir() {

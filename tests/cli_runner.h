@@ -51,6 +51,15 @@ inline std::string write_tmp(const std::string& name, const std::string& bytes) 
   return path;
 }
 
+/// The first n bytes of a file (fewer when it is shorter).
+inline std::string head_of_file(const std::string& path, std::size_t n) {
+  std::ifstream in(path, std::ios::binary);
+  std::string s(n, '\0');
+  in.read(s.data(), static_cast<std::streamsize>(n));
+  s.resize(static_cast<std::size_t>(in.gcount()));
+  return s;
+}
+
 /// Exit status 1 and exactly one line on stderr, "kvcompact: error: ..." containing `needle`.
 inline void expect_one_line_error(const CliRun& r, const std::string& needle) {
   EXPECT_EQ(r.status, 1) << r.err;

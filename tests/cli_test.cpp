@@ -1,6 +1,8 @@
 // The kvcompact CLI on bad input: one-line error naming the file or option, non-zero exit.
 #include <gtest/gtest.h>
 
+#include "cli_runner.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -16,54 +18,11 @@ const std::string kShared = KVC_SHARED_DIR;
 const std::string kBin = kShared + "/models/stories260K/stories260K.bin";
 const std::string kData = kShared + "/data/tinystories/tinystories_val_head.txt";
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
-
-CliRun run_cli(const std::string& args) {
-  const std::string dir = KVC_TEST_TMP;
-  std::filesystem::create_directories(dir);
-  // Per-process file names: ctest runs the tests of this file in parallel processes.
-  const std::string tag = std::to_string(static_cast<long>(getpid()));
-  const std::string out = dir + "/cli_out_" + tag + ".txt", err = dir + "/cli_err_" + tag + ".txt";
-  const std::string cmd = std::string(KVC_CLI_PATH) + " " + args + " --threads 1 >" + out + " 2>" + err;
-  CliRun r;
-  int raw = std::system(cmd.c_str());
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  auto slurp = [](const std::string& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-std::string write_tmp(const std::string& name, const std::string& bytes) {
-  const std::string path = std::string(KVC_TEST_TMP) + "/" + std::to_string(static_cast<long>(getpid())) + "_" + name;
-  std::filesystem::create_directories(KVC_TEST_TMP);
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
-}
-
-std::string head_of_file(const std::string& path, std::size_t n) {
-  std::ifstream in(path, std::ios::binary);
-  std::string s(n, '\0');
-  in.read(s.data(), static_cast<std::streamsize>(n));
-  s.resize(static_cast<std::size_t>(in.gcount()));
-  return s;
-}
-
-// Exit status 1 and exactly one line on stderr that contains `needle`.
-void expect_one_line_error(const CliRun& r, const std::string& needle) {
-  EXPECT_EQ(r.status, 1) << r.err;
-  EXPECT_NE(r.err.find("kvcompact: error: "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-}
+using kvcompact::testing::CliRun;
+using kvcompact::testing::expect_one_line_error;
+using kvcompact::testing::head_of_file;
+using kvcompact::testing::run_cli;
+using kvcompact::testing::write_tmp;
 
 TEST(Cli, GreedyGenerateJson) {
   CliRun r = run_cli("generate --model " + kBin + " --temperature 0 --steps 20 --json");
@@ -151,6 +110,10 @@ TEST(Cli, GenerateWarnsOncePastMaxSeqLen) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   CliRun quiet = run_cli("generate --model " + kBin + " --temperature 0 --steps 100 --json");
   EXPECT_EQ(quiet.err.find("max_seq_len"), std::string::npos) << quiet.err;
+  CliRun ppl = run_cli("ppl --model " + kBin + " --data " + kData + " --max-tokens 700 --json");
+  ASSERT_EQ(ppl.status, 0) << ppl.err;
+  EXPECT_NE(ppl.err.find("positions up to 700 run past the model's max_seq_len 512"), std::string::npos) << ppl.err;
+  EXPECT_EQ(std::count(ppl.err.begin(), ppl.err.end(), '\n'), 1) << ppl.err;
 }
 
 TEST(Cli, InfluenceNeedsExactlyOneOfDataAndQa) {

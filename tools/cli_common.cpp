@@ -43,6 +43,16 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
+void warn_past_max_seq_len(long long positions, int max_seq_len) {
+  static bool warned = false;
+  if (warned || max_seq_len <= 0 || positions <= max_seq_len) return;
+  warned = true;
+  std::fprintf(stderr,
+               "kvcompact: warning: positions up to %lld run past the model's max_seq_len %d (positions "
+               "beyond it were not trained)\n",
+               positions, max_seq_len);
+}
+
 std::vector<double> parse_number_list(const std::string& option, const std::string& text) {
   std::vector<double> out;
   {

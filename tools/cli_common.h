@@ -29,6 +29,10 @@ void print_json(const nlohmann::json& j);
 
 /// Parses "0.05,0.1,0.2" into numbers; throws Error naming the option and the bad item.
 std::vector<double> parse_number_list(const std::string& option, const std::string& text);
+/// Prints "kvcompact: warning: positions up to N run past the model's max_seq_len M ..." on stderr
+/// once per process when positions > max_seq_len > 0 (RoPE positions the model was not trained on).
+void warn_past_max_seq_len(long long positions, int max_seq_len);
+
 /// Splits "a,b,c" at commas (empty items dropped).
 std::vector<std::string> split_list(const std::string& text);
 

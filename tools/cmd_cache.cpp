@@ -131,9 +131,7 @@ int run_generate_from_cache(const GenerateFromCacheArgs& a, const CommonOptions&
   copt.max_new_tokens = a.steps;
   const long long last_position = static_cast<long long>(f.cache.next_position) +
                                   static_cast<long long>(model.tokenizer->encode(a.prompt, false).size()) + a.steps;
-  if (model.config.max_seq_len > 0 && last_position > model.config.max_seq_len)
-    std::fprintf(stderr, "kvcompact: warning: positions up to %lld run past the model's max_seq_len %d (positions "
-                 "beyond it were not trained)\n", last_position, model.config.max_seq_len);
+  warn_past_max_seq_len(last_position, model.config.max_seq_len);
   GenerationResult r = generate_from_cache(transformer, *model.tokenizer, f.cache, f.last_logits,
                                            f.context_tokens.back(), a.prompt, sampler, copt, stream);
   if (common.json) {
@@ -158,9 +156,7 @@ int run_ppl_from_cache(const PplFromCacheArgs& a, const CommonOptions& common) {
     ids.resize(static_cast<std::size_t>(a.max_tokens));
   }
   const long long last_position = static_cast<long long>(f.cache.next_position) + static_cast<long long>(ids.size());
-  if (model.config.max_seq_len > 0 && last_position > model.config.max_seq_len)
-    std::fprintf(stderr, "kvcompact: warning: positions up to %lld run past the model's max_seq_len %d (positions "
-                 "beyond it were not trained)\n", last_position, model.config.max_seq_len);
+  warn_past_max_seq_len(last_position, model.config.max_seq_len);
   const NllResult r = continuation_nll(transformer, f.cache, f.last_logits, ids);
   const double nll = r.mean_nll();
   if (!std::isfinite(nll)) throw Error(fmt::format("{}: NLL is not finite", a.data));

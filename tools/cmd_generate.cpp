@@ -102,9 +102,7 @@ Runner register_generate(CLI::App& app, CommonOptions& common) {
     // get a second one.
     if (chat && model.tokenizer->bos_id() >= 0 && !chat->bos_token.empty() && prompt.starts_with(chat->bos_token))
       prompt.erase(0, chat->bos_token.size());
-    if (model.config.max_seq_len > 0 && o->steps > model.config.max_seq_len)
-      std::fprintf(stderr, "kvcompact: warning: --steps %d runs past the model's max_seq_len %d (positions beyond "
-                   "it were not trained)\n", o->steps, model.config.max_seq_len);
+    warn_past_max_seq_len(o->steps, model.config.max_seq_len);
     Transformer transformer(model.config, model.weights);
     uint64_t seed = o->seed ? o->seed : static_cast<uint64_t>(std::time(nullptr));
     Sampler sampler(model.config.vocab_size, o->temperature, o->top_p, seed);

@@ -66,6 +66,7 @@ Runner register_ppl(CLI::App& app, CommonOptions& common) {
         throw Error(fmt::format("{}: has {} tokens; --max-tokens {} needs {}", o->data, ids.size(),
                                 o->max_tokens, o->max_tokens + 1));
       ids.resize(static_cast<std::size_t>(o->max_tokens) + 1);
+      warn_past_max_seq_len(static_cast<long long>(ids.size()) - 1, model.config.max_seq_len);
       total = score_tokens(transformer, ids, 0, observer);
       n_docs = 1;
     } else {
@@ -74,6 +75,7 @@ Runner register_ppl(CLI::App& app, CommonOptions& common) {
         const std::vector<int> ids = model.tokenizer->encode(docs[d], /*add_bos=*/true);
         if (ids.size() < 2)
           throw Error(fmt::format("{}: document {} is shorter than 2 tokens", o->data, d + 1));
+        warn_past_max_seq_len(static_cast<long long>(ids.size()) - 1, model.config.max_seq_len);
         NllResult r = score_tokens(transformer, ids, 0, observer);
         total.total_nll += r.total_nll;
         total.tokens += r.tokens;

@@ -176,6 +176,11 @@ BudgetSchedule optimize_budgets(const InfluenceCurves& curves, const BudgetSolve
   if (!std::isfinite(o.floor) || o.floor < 0.0 || o.floor > 1.0)
     throw Error(fmt::format("--floor {}: must be in [0, 1]", o.floor));
   if (o.units < 1) throw Error(fmt::format("--units {}: must be >= 1", o.units));
+  if (!curves.budget_proportions.empty())
+    throw Error(fmt::format(
+        "optimize_budgets: the curves were swept around per-head budgets ({}), not a uniform "
+        "baseline; the additive model needs curves from `influence` without --budgets",
+        curves.budgets_source.empty() ? "influence --budgets" : curves.budgets_source));
   const auto heads = curves_by_head(curves);
   const int H = static_cast<int>(heads.size());
   const long long N_ll = static_cast<long long>(H) * o.units;

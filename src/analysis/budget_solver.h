@@ -88,7 +88,8 @@ std::vector<double> predict_delta(const std::vector<double>& proportions, const 
 /// of 1 / (H * U) with p_h >= F / H (rounded up to whole units), exactly, by
 /// solve_separable_allocation with cost[h][u] = mean_k delta_h(min(1, u * R_k / U)):
 /// O(H * (H*U)^2) time (H = 20, U = 200: ~1.6e8 steps). Fills predicted_delta.
-/// Throws Error when curves does not cover every head, or for a bad option.
+/// Throws Error when curves does not cover every head, were swept around per-head budgets
+/// (influence --budgets), or for a bad option.
 BudgetSchedule optimize_budgets(const InfluenceCurves& curves, const BudgetSolverOptions& options);
 
 /// Uniform schedule: p_h = 1 / H for every head (floor 1). Throws Error for n_layers or

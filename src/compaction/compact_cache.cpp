@@ -31,7 +31,10 @@ std::vector<MethodSpec> parse_method_list(std::string_view text) {
     while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
     if (!item.empty()) {
       if (specs.empty() || starts_spec(item)) specs.emplace_back(item);
-      else specs.back() += "," + std::string(item);
+      else {
+        specs.back() += ',';
+        specs.back() += item;
+      }
     }
     start = end + 1;
   }
