@@ -2,6 +2,7 @@
 // with bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "analysis/head_scores.h"
@@ -100,11 +101,34 @@ TEST(HeadsCli, ScoresThenMaskEvalEndToEnd) {
                         ":1:");
   nlohmann::json j = read_json_file(scores);
   j["heads"][0]["layer"] = 9;
+  j["heads"][0]["name"] = "L9Q" + std::to_string(j["heads"][0]["head"].get<int>());
   const std::string bad_scores = write_tmp("heads_bad_scores.json", j.dump());
   expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + bad_scores +
                                 " --k 2 --out " + out + "_x"),
                         "L9Q");
   expect_one_line_error(run_cli("head-scores --model " + kBin + " --method nope -o " + scores), "nope");
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " " + tasks + " --scores " + scores +
+                                " --k 2 --out " + out + "_x"),
+                        "also in");
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+                                " --k 2 --random-seeds 1000000 --out " + out + "_x"),
+                        "--random-seeds");
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+                                " --k 2 --plot " + out + "_x/fig.pdf --out " + out + "_x"),
+                        "fig.pdf");
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+                                " --k 2 --metric chrf,,nll --out " + out + "_x"),
+                        "empty item");
+  // a scores file keeps its ranking through the "rank" fields even when the array is reordered
+  nlohmann::json rev = read_json_file(scores);
+  std::reverse(rev["heads"].begin(), rev["heads"].end());
+  const std::string reversed = write_tmp("heads_reversed.json", rev.dump());
+  const HeadScores back = read_head_scores(reversed);
+  for (std::size_t i = 0; i < s.ranked.size(); ++i) EXPECT_EQ(back.ranked[i].head, s.ranked[i].head);
+  rev["heads"][0]["rank"] = 1;  // now two entries claim rank 1
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " +
+                                write_tmp("heads_badrank.json", rev.dump()) + " --k 2 --out " + out + "_x"),
+                        "rank");
   expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
                                 " --k 1,,2 --out " + out + "_x"),
                         "empty item");
@@ -132,6 +156,14 @@ TEST(HeadsCli, PplWithMaskedHeads) {
   expect_one_line_error(run_cli("ppl --model " + kBin + " --data " + kData + " --mask-heads L5Q0"), "L5Q0");
   expect_one_line_error(run_cli("ppl --model " + kBin + " --data " + kData + " --mask-heads L0H4"), "L0H4");
   expect_one_line_error(run_cli("ppl --model " + kBin + " --data " + kData + " --mask-heads L0 --ablation ones"), "ones");
+  expect_one_line_error(run_cli("ppl --model " + kBin + " --data " + kData + " --mask-heads L0 --head-means " + means),
+                        "--ablation mean");
+  // means of another model (same shape) are refused by fingerprint
+  nlohmann::json other = read_json_file(means);
+  other["model_fingerprint"] = "0x0000000000000000";
+  expect_one_line_error(run_cli("ppl --model " + kBin + " --data " + kData + " --mask-heads L0 --ablation mean "
+                                "--head-means " + write_tmp("heads_other_means.json", other.dump())),
+                        "not this model");
 }
 
 }  // namespace

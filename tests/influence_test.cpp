@@ -94,6 +94,9 @@ TEST_F(InfluenceTest, RunWritesAggregatesAndResumes) {
   InfluenceOptions other = o;
   other.baseline_ratio = 0.2;
   EXPECT_THROW(run_influence(*model_, docs, other, dir), Error);
+  // So are files made from other documents (same settings, different text).
+  std::vector<std::string> swapped = {docs[1], docs[0]};
+  EXPECT_THROW(run_influence(*model_, swapped, o, dir), Error);
 }
 
 TEST_F(InfluenceTest, BaselineOffTheGridIsRefused) {

@@ -16,7 +16,7 @@ namespace kvcompact::cli {
 
 void add_common_options(CLI::App* cmd, CommonOptions& common) {
   cmd->add_option("--threads", common.threads, "worker threads (OpenMP and OpenBLAS); 0 = all cores")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_flag("--json", common.json, "print one JSON object on stdout");
 }
 
@@ -28,8 +28,9 @@ void apply_threads(int threads) {
 
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl; }
 
-std::vector<std::string> split_list(const std::string& text) {
+std::vector<std::string> split_list(const std::string& text, const std::string& option) {
   std::vector<std::string> out;
+  if (text.find_first_not_of(' ') == std::string::npos) return out;
   std::size_t start = 0;
   while (start <= text.size()) {
     std::size_t end = text.find(',', start);
@@ -37,10 +38,34 @@ std::vector<std::string> split_list(const std::string& text) {
     std::string item = text.substr(start, end - start);
     while (!item.empty() && item.front() == ' ') item.erase(item.begin());
     while (!item.empty() && item.back() == ' ') item.pop_back();
-    if (!item.empty()) out.push_back(item);
+    if (item.empty())
+      throw Error(fmt::format("{}empty item in '{}'", option.empty() ? "" : option + ": ", text));
+    out.push_back(item);
     start = end + 1;
   }
   return out;
+}
+
+CLI::Validator positive_number() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (end == v.c_str() || *end != '\0' || !(x > 0)) return "must be a positive number, got '" + v + "'";
+        return "";
+      },
+      "POSITIVE");
+}
+
+CLI::Validator non_negative_number() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (end == v.c_str() || *end != '\0' || !(x >= 0)) return "must be >= 0, got '" + v + "'";
+        return "";
+      },
+      "NONNEGATIVE");
 }
 
 void warn_past_max_seq_len(long long positions, int max_seq_len) {
@@ -55,17 +80,7 @@ void warn_past_max_seq_len(long long positions, int max_seq_len) {
 
 std::vector<double> parse_number_list(const std::string& option, const std::string& text) {
   std::vector<double> out;
-  {
-    std::size_t start = 0;
-    for (;;) {  // an empty item ("0.1,,0.2", a leading or trailing comma) is an error, not skipped
-      const std::size_t end = std::min(text.find(',', start), text.size());
-      if (text.find_first_not_of(" \t", start) >= end && !(start == 0 && end == text.size()))
-        throw Error(fmt::format("{}: empty item in '{}'", option, text));
-      if (end == text.size()) break;
-      start = end + 1;
-    }
-  }
-  for (const auto& item : split_list(text)) {
+  for (const auto& item : split_list(text, option)) {
     char* end = nullptr;
     double v = std::strtod(item.c_str(), &end);
     if (end == item.c_str() || *end != '\0' || !std::isfinite(v))

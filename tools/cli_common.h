@@ -33,8 +33,13 @@ std::vector<double> parse_number_list(const std::string& option, const std::stri
 /// once per process when positions > max_seq_len > 0 (RoPE positions the model was not trained on).
 void warn_past_max_seq_len(long long positions, int max_seq_len);
 
-/// Splits "a,b,c" at commas (empty items dropped).
-std::vector<std::string> split_list(const std::string& text);
+/// Splits "a,b,c" at commas, trimming spaces; "" gives no items. Throws Error "<option>: empty
+/// item in '...'" for an empty item ("a,,b", a leading or trailing comma).
+std::vector<std::string> split_list(const std::string& text, const std::string& option = "");
+
+/// CLI11 checks with one-line messages ("--docs: must be a positive number, got '0'").
+CLI::Validator positive_number();
+CLI::Validator non_negative_number();
 
 // Each command file registers its subcommand and returns the runner to call when it is chosen.
 Runner register_info(CLI::App& app, CommonOptions& common);

@@ -35,8 +35,8 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--methods", o->methods,
                   fmt::format("comma-separated method specs (`kvcompact methods`), families: {}",
                               fmt::join(compaction_method_names(), ", ")));
-  cmd->add_option("--docs", o->docs, "use N documents (after --skip)")->check(CLI::PositiveNumber);
-  cmd->add_option("--skip", o->skip, "skip the first K documents (held-out evaluation)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--docs", o->docs, "use N documents (after --skip)")->check(positive_number());
+  cmd->add_option("--skip", o->skip, "skip the first K documents (held-out evaluation)")->check(non_negative_number());
   cmd->add_option("--context-frac", o->context_frac, "fraction of each document's tokens used as context");
   cmd->add_option("--seed", o->seed, "seed of the random baseline");
   cmd->add_option("--budgets", o->budgets,
@@ -123,8 +123,8 @@ Runner register_budget_eval(CLI::App& app, CommonOptions& common) {
                   "series to run: 'optimized' (= the --budgets files), uniform, pyramid; comma-separated");
   cmd->add_option("--ratios", o->ratios, "total keep ratios in (0, 1], comma-separated");
   cmd->add_option("--method", o->method, "one compaction method spec (`kvcompact methods`)");
-  cmd->add_option("--docs", o->docs, "use N documents (after --skip)")->check(CLI::PositiveNumber);
-  cmd->add_option("--skip", o->skip, "skip the first K documents (held-out evaluation)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--docs", o->docs, "use N documents (after --skip)")->check(positive_number());
+  cmd->add_option("--skip", o->skip, "skip the first K documents (held-out evaluation)")->check(non_negative_number());
   cmd->add_option("--context-frac", o->context_frac, "fraction of each document's tokens used as context");
   cmd->add_option("--pyramid-beta", o->pyramid_beta, "PyramidKV beta of the pyramid schedule");
   cmd->add_option("--seed", o->seed, "seed (query subsampling, self-study, random method)");
@@ -145,8 +145,8 @@ Runner register_budget_eval(CLI::App& app, CommonOptions& common) {
     const int L = model.config.n_layers, H = model.config.n_kv_heads;
     // The series: (label, source, schedule).
     std::vector<std::tuple<std::string, std::string, BudgetSchedule>> series;
-    const std::vector<std::string> budget_files = split_list(o->budgets);
-    for (const std::string& name : split_list(o->schedules)) {
+    const std::vector<std::string> budget_files = split_list(o->budgets, "--budgets");
+    for (const std::string& name : split_list(o->schedules, "--schedules")) {
       if (name == "optimized") {
         if (budget_files.empty()) throw Error("--schedules optimized: needs --budgets FILE");
         for (const std::string& f : budget_files) {

@@ -26,7 +26,7 @@ Runner register_logits(CLI::App& app, CommonOptions& common) {
   auto* cmd = app.add_subcommand("logits", "next-token distribution after a prompt (top K)");
   add_model_options(cmd, o->m);
   cmd->add_option("--prompt", o->prompt, "prompt text (encoded with BOS)");
-  cmd->add_option("--top", o->top, "how many of the most likely tokens to show")->check(CLI::PositiveNumber);
+  cmd->add_option("--top", o->top, "how many of the most likely tokens to show")->check(positive_number());
   add_common_options(cmd, common);
   return [o, &common] {
     Model model = load_model(o->m.model, o->m.tokenizer);
@@ -73,8 +73,8 @@ Runner register_generate(CLI::App& app, CommonOptions& common) {
   auto* cmd = app.add_subcommand("generate", "generate text (temperature 0 = greedy)");
   add_model_options(cmd, o->m);
   cmd->add_option("--prompt", o->prompt, "prompt text (encoded with BOS)");
-  cmd->add_option("--steps", o->steps, "positions to run, prompt included (llama2.c -n)")->check(CLI::PositiveNumber);
-  cmd->add_option("--temperature", o->temperature, "softmax temperature; 0 = greedy")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--steps", o->steps, "positions to run, prompt included (llama2.c -n)")->check(positive_number());
+  cmd->add_option("--temperature", o->temperature, "softmax temperature; 0 = greedy")->check(non_negative_number());
   cmd->add_option("--top-p", o->top_p, "nucleus sampling mass in (0, 1); >= 1 samples the full distribution");
   cmd->add_option("--seed", o->seed, "random seed (0 = time-based)");
   cmd->add_option("--cache", o->cache,

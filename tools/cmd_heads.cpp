@@ -2,7 +2,10 @@
 // outputs for mean ablation) and `mask-eval` (TopK vs RandomK head masking on task suites).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <filesystem>
 #include <memory>
 
@@ -26,13 +29,28 @@ namespace kvcompact::cli {
 
 namespace {
 
+/// Reads task files in order; an id that appears in two files (or a file given twice) is an error.
 std::vector<TaskItem> read_task_files(const std::vector<std::string>& files) {
   std::vector<TaskItem> items;
+  std::map<std::string, std::string> where;  // id -> file
   for (const std::string& f : files) {
     std::vector<TaskItem> part = read_task_suite(f);
+    for (const TaskItem& it : part)
+      if (auto [pos, fresh] = where.emplace(it.id, f); !fresh)
+        throw Error(fmt::format("{}: task id \"{}\" is also in {} (each item may be given once)", f, it.id,
+                                pos->second));
     items.insert(items.end(), part.begin(), part.end());
   }
   return items;
+}
+
+/// Warns (once) when a prompt plus its answer budget runs past the model's max_seq_len.
+void warn_long_prompts(const Model& model, const std::vector<TaskItem>& items) {
+  long long longest = 0;
+  for (const TaskItem& it : items)
+    longest = std::max<long long>(longest, static_cast<long long>(model.tokenizer->encode(it.prompt, true).size()) +
+                                               it.max_new_tokens);
+  warn_past_max_seq_len(longest, model.config.max_seq_len);
 }
 
 std::vector<std::vector<int>> encode_documents(const Model& model, const std::vector<std::string>& texts) {
@@ -69,7 +87,7 @@ Runner register_head_scores(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--tasks", o->tasks,
                   "task files (JSONL; retrieval: items whose reference occurs in the prompt; entropy: prompts)");
   cmd->add_option("--data", o->data, "entropy: UTF-8 text, documents separated by blank lines");
-  cmd->add_option("--docs", o->docs, "entropy --data: use the first N documents")->check(CLI::PositiveNumber);
+  cmd->add_option("--docs", o->docs, "entropy --data: use the first N documents")->check(positive_number());
   cmd->add_option("--curves", o->curves, "influence: influence output folder or its influence.json");
   cmd->add_option("--top", o->top, "heads to print");
   cmd->add_option("-o,--out", o->out, "scores JSON file")->required();
@@ -79,18 +97,26 @@ Runner register_head_scores(CLI::App& app, CommonOptions& common) {
     HeadScores s;
     if (o->method == "retrieval") {
       if (o->tasks.empty()) throw Error("head-scores --method retrieval needs --tasks FILE (e.g. from `kvcompact tasks --family retrieval`)");
+      if (!o->data.empty()) throw Error("head-scores --method retrieval reads --tasks, not --data");
       std::vector<RetrievalProbe> probes;
-      for (const TaskItem& it : read_task_files(o->tasks))
+      const std::vector<TaskItem> items = read_task_files(o->tasks);
+      warn_long_prompts(model, items);
+      for (const TaskItem& it : items)
         if (it.prompt.find(it.reference) != std::string::npos) probes.push_back({it.prompt, it.reference});
       if (probes.empty())
         throw Error("head-scores: no task item has its reference answer inside its prompt (use retrieval or copy tasks)");
       s = retrieval_scores(model, probes, progress_line("head-scores retrieval"));
     } else if (o->method == "entropy") {
       std::vector<std::vector<int>> docs;
+      if (!o->data.empty() && !o->tasks.empty())
+        throw Error("head-scores --method entropy: give --data or --tasks, not both");
       if (!o->data.empty()) docs = encode_documents(model, read_documents(o->data, o->docs));
       else if (!o->tasks.empty())
         for (const TaskItem& it : read_task_files(o->tasks)) docs.push_back(model.tokenizer->encode(it.prompt, true));
       else throw Error("head-scores --method entropy needs --data FILE or --tasks FILE");
+      long long longest = 0;
+      for (const auto& d : docs) longest = std::max<long long>(longest, static_cast<long long>(d.size()));
+      warn_past_max_seq_len(longest, model.config.max_seq_len);
       s = entropy_scores(model, docs, progress_line("head-scores entropy"));
     } else if (o->method == "influence") {
       if (o->curves.empty()) throw Error("head-scores --method influence needs --curves DIR (from `kvcompact influence`)");
@@ -122,7 +148,7 @@ Runner register_head_means(CLI::App& app, CommonOptions& common) {
   CLI::App* cmd = app.add_subcommand("head-means", "mean attention output of every head over a text (for --ablation mean)");
   add_model_options(cmd, o->m);
   cmd->add_option("--data", o->data, "UTF-8 text; documents separated by blank lines")->required();
-  cmd->add_option("--docs", o->docs, "use the first N documents")->check(CLI::PositiveNumber);
+  cmd->add_option("--docs", o->docs, "use the first N documents")->check(positive_number());
   cmd->add_option("-o,--out", o->out, "head-means JSON file")->required();
   add_common_options(cmd, common);
   return [o]() {
@@ -163,35 +189,42 @@ Runner register_mask_eval(CLI::App& app, CommonOptions& common) {
   return [o, &common]() {
     MaskEvalOptions opts;
     for (double k : parse_number_list("--k", o->ks)) {
-      if (k != static_cast<int>(k)) throw Error(fmt::format("--k: {} is not a whole number", k));
+      if (!(k >= 1 && k <= 1e9)) throw Error(fmt::format("--k: K = {} is outside [1, number of heads]", k));
+      if (k != std::floor(k)) throw Error(fmt::format("--k: {} is not a whole number", k));
       opts.ks.push_back(static_cast<int>(k));
     }
     opts.random_seeds = o->random_seeds;
     opts.seed = o->seed;
     opts.ablation = parse_ablation(o->ablation);
     opts.reference = o->reference;
-    opts.metrics = split_list(o->metric);
+    opts.metrics = split_list(o->metric, "--metric");
     opts.comet.model = o->comet_model;
+    const std::string fig = o->plot.empty() ? o->out + "/mask_eval.svg" : o->plot;
+    {
+      const std::string ext = std::filesystem::path(fig).extension().string();
+      if (ext != ".svg" && ext != ".png")
+        throw Error(fmt::format("--plot {}: the figure must be a .svg or .png file", fig));
+      if (ext == ".png" && png_converter().empty())
+        throw Error(fmt::format("--plot {}: PNG needs rsvg-convert (Debian librsvg2-bin) or ImageMagick", fig));
+    }
+    if (!o->head_means.empty() && opts.ablation != Ablation::Mean)
+      throw Error("--head-means applies only with --ablation mean");
     Model model = load_model(o->m.model, o->m.tokenizer);
     std::unique_ptr<HeadMeans> means;
     if (opts.ablation == Ablation::Mean) {
       if (o->head_means.empty()) throw Error("mask-eval --ablation mean needs --head-means FILE (from `kvcompact head-means`)");
       means = std::make_unique<HeadMeans>(read_head_means(o->head_means));
-      const std::string fp = fingerprint_hex(model_fingerprint(model.config, model.weights));
-      if (means->model_fingerprint != fp)
-        throw Error(fmt::format("{}: head means of model {}, not this model ({})", o->head_means, means->model_fingerprint, fp));
+      check_head_means_model(*means, model.config, fingerprint_hex(model_fingerprint(model.config, model.weights)),
+                             o->head_means);
       opts.means = means.get();
     }
     const HeadScores scores = read_head_scores(o->scores, &model.config);
     const std::vector<TaskItem> items = read_task_files(o->tasks);
-    std::error_code ec;
-    std::filesystem::create_directories(o->out, ec);
-    if (ec) throw Error(fmt::format("{}: cannot create folder: {}", o->out, ec.message()));
+    warn_long_prompts(model, items);
     const MaskEvalResult r = run_mask_eval(model, items, scores, opts, o->out);
     const nlohmann::json j = mask_eval_to_json(r);
     write_file_atomic(o->out + "/mask_eval.json", j.dump(2) + "\n");
     write_file_atomic(o->out + "/mask_eval.csv", mask_eval_csv(r));
-    const std::string fig = o->plot.empty() ? o->out + "/mask_eval.svg" : o->plot;
     if (!r.ks.empty()) write_figure(fig, mask_eval_figure(r));
     if (common.json) {
       print_json(j);

@@ -43,9 +43,9 @@ Runner register_influence(CLI::App& app, CommonOptions& common) {
   data_opt->excludes(qa_opt);
   cmd->add_option("--answers-cache", o->answers_cache, "--qa: folder of qa-eval's reference-answer cache");
   cmd->add_option("--max-answer-tokens", o->max_answer_tokens, "--qa: reference answer length cap (tokens)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--max-context-tokens", o->max_context_tokens, "--qa: article token cap (0 = max_seq_len minus question room)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_option("--prompt-template", o->prompt_template, "--qa: question prompt ({question} is replaced)");
   cmd->add_flag("--chat", o->chat, "--qa: wrap article + question as a user message with the model's chat template");
   cmd->add_option("--budgets", o->budgets,
@@ -53,7 +53,7 @@ Runner register_influence(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--ratios", o->ratios, "ratio grid: start:stop:count or a comma list, in [0, 1]");
   cmd->add_option("--baseline", o->baseline, "ratio of every head not being swept (must be on the grid)");
   cmd->add_option("--heads", o->heads, "all, or KV heads like L0H0,L3H1");
-  cmd->add_option("--docs", o->docs, "use the first N documents")->check(CLI::PositiveNumber);
+  cmd->add_option("--docs", o->docs, "use the first N documents")->check(positive_number());
   cmd->add_option("--method", o->method, "compaction method spec (see `kvcompact methods`)");
   cmd->add_option("--context-frac", o->context_frac, "fraction of each document's tokens used as context");
   cmd->add_option("--seed", o->seed, "seed (query subsampling, self-study, random method)");
@@ -233,6 +233,8 @@ Runner register_plot(CLI::App& app, CommonOptions& common) {
       svg = budget_heatmap(budget_schedule_from_json(j, o->input));
       kind = "budget heatmap";
     } else {
+      if (!j.is_object() || !j.contains("grid") || !j.contains("heads"))
+        throw Error(fmt::format("{}: not an influence.json, budgets, budget-eval or mask_eval.json file", o->input));
       InfluenceCurves c = influence_curves_from_json(j, o->input);
       std::vector<HeadId> heads;
       if (!o->heads.empty()) heads = parse_head_names(o->heads, c.n_layers, c.n_kv_heads);

@@ -7,6 +7,7 @@
 #include "analysis/head_intervention.h"
 #include "analysis/head_means.h"
 #include "analysis/perplexity.h"
+#include "model/model_fingerprint.h"
 #include "cli_model.h"
 #include "io/error.h"
 #include "io/text_documents.h"
@@ -30,8 +31,8 @@ Runner register_ppl(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--data", o->data, "UTF-8 text; documents are separated by blank lines")->required();
   cmd->add_option("--max-tokens", o->max_tokens,
                   "encode the whole file once (with BOS) and score its first N predictions")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--docs", o->docs, "score only the first N documents")->check(CLI::PositiveNumber);
+      ->check(positive_number());
+  cmd->add_option("--docs", o->docs, "score only the first N documents")->check(positive_number());
   cmd->add_option("--cache", o->cache,
                   "score the whole --data text (encoded without BOS) as the continuation of a saved .kvc cache");
   cmd->add_option("--mask-heads", o->mask_heads,
@@ -52,8 +53,17 @@ Runner register_ppl(CLI::App& app, CommonOptions& common) {
     if (!o->mask_heads.empty() && ablation == Ablation::Mean) {
       if (o->head_means.empty()) throw Error("--ablation mean needs --head-means FILE (from `kvcompact head-means`)");
       means = read_head_means(o->head_means);
+      check_head_means_model(means, model.config, fingerprint_hex(model_fingerprint(model.config, model.weights)),
+                             o->head_means);
     }
-    const std::vector<QueryHeadId> masked = parse_head_set(o->mask_heads, model.config);
+    if (!o->head_means.empty() && ablation != Ablation::Mean)
+      throw Error("--head-means applies only with --ablation mean");
+    std::vector<QueryHeadId> masked;
+    try {
+      masked = parse_head_set(o->mask_heads, model.config);
+    } catch (const Error& e) {
+      throw Error(fmt::format("--mask-heads: {}", e.what()));
+    }
     HeadIntervention intervention(model.config, masked, ablation,
                                   ablation == Ablation::Mean && !masked.empty() ? &means : nullptr);
     ForwardObserver* observer = masked.empty() ? nullptr : &intervention;

@@ -35,7 +35,7 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--answers-cache", o->answers_cache,
                   "folder for the reference answers of the uncompacted model (reused on rerun)");
   cmd->add_option("--max-answer-tokens", o->max_answer_tokens, "reference answer length cap (tokens)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--max-context-tokens", o->max_context_tokens,
                   "truncate each article to N tokens (BOS included); 0 = the model's max_seq_len minus question room");
   cmd->add_option("--prompt-template", o->prompt_template,
@@ -101,17 +101,17 @@ Runner register_make_cloze(CLI::App& app, CommonOptions& common) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("make-cloze", "make a small cloze multiple-choice QA set (QuALITY JSONL) from stories");
   cmd->add_option("--data", o->data, "UTF-8 text; stories are separated by blank lines")->required();
-  cmd->add_option("--articles", o->c.articles, "articles to make")->check(CLI::PositiveNumber);
+  cmd->add_option("--articles", o->c.articles, "articles to make")->check(positive_number());
   cmd->add_option("--stories-per-article", o->c.stories_per_article, "consecutive stories per article")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--questions", o->c.questions, "questions per article")->check(CLI::PositiveNumber);
+      ->check(positive_number());
+  cmd->add_option("--questions", o->c.questions, "questions per article")->check(positive_number());
   cmd->add_option("--seed", o->c.seed, "random seed (same seed, same file)");
   cmd->add_option("--model", o->m.model, "count article tokens with this model's tokenizer (else a byte budget)");
   cmd->add_option("--tokenizer", o->m.tokenizer, "llama2.c tokenizer.bin for --model");
   cmd->add_option("--max-article-tokens", o->c.max_article_tokens, "token budget of an article, BOS included (with --model)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--max-article-chars", o->c.max_article_chars, "byte budget of an article (without --model)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("-o,--output", o->out, "the JSONL file to write")->required();
   add_common_options(cmd, common);
   return [o, &common] {

@@ -57,6 +57,16 @@ HeadMeans compute_head_means(const Model& model, const std::vector<std::vector<i
   return m;
 }
 
+void check_head_means_model(const HeadMeans& m, const ModelConfig& c, const std::string& fingerprint,
+                            const std::string& source) {
+  if (m.n_layers != c.n_layers || m.n_heads != c.n_heads || m.head_dim != c.head_dim)
+    throw Error(fmt::format("{}: head means are for {} layers x {} heads x head_dim {}, the model has {} x {} x {}",
+                            source, m.n_layers, m.n_heads, m.head_dim, c.n_layers, c.n_heads, c.head_dim));
+  if (m.model_fingerprint != fingerprint)
+    throw Error(fmt::format("{}: head means of model {}, not this model ({})", source, m.model_fingerprint,
+                            fingerprint));
+}
+
 void write_head_means(const std::string& path, const HeadMeans& means) {
   nlohmann::json j;
   j["model_fingerprint"] = means.model_fingerprint;

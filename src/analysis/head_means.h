@@ -29,6 +29,12 @@ struct HeadMeans {
 /// Throws Error for no documents or an empty document.
 HeadMeans compute_head_means(const Model& model, const std::vector<std::vector<int>>& documents);
 
+/// Checks that `means` belong to the model with this config and fingerprint (shape and
+/// fingerprint). Throws Error "<source>: head means of model X, not this model (Y)" or naming the
+/// shapes.
+void check_head_means_model(const HeadMeans& means, const ModelConfig& config,
+                            const std::string& fingerprint, const std::string& source);
+
 /// JSON file: {"model_fingerprint", "n_layers", "n_heads", "head_dim", "tokens",
 /// "values": [[...n_heads*head_dim floats] x n_layers]}; written atomically.
 void write_head_means(const std::string& path, const HeadMeans& means);

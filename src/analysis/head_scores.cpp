@@ -288,13 +288,40 @@ HeadScores read_head_scores(const std::string& path, const ModelConfig* config) 
     field = "heads";
     const nlohmann::json& heads = j.at("heads");
     if (!heads.is_array()) throw Error(fmt::format("{}: heads: not an array", path));
+    std::vector<long long> ranks;
     for (std::size_t i = 0; i < heads.size(); ++i) {
       field = fmt::format("heads[{}]", i);
+      const nlohmann::json& e = heads[i];
+      if (!e.at("layer").is_number_integer() || !e.at("head").is_number_integer())
+        throw Error(fmt::format("{}: {}: layer and head must be whole numbers", path, field));
       HeadScore h;
-      h.head.layer = heads[i].at("layer").get<int>();
-      h.head.head = heads[i].at("head").get<int>();
-      h.score = heads[i].at("score").get<double>();
+      h.head.layer = e.at("layer").get<int>();
+      h.head.head = e.at("head").get<int>();
+      h.score = e.at("score").get<double>();
+      if (e.contains("name") && e.at("name").get<std::string>() != query_head_name(h.head))
+        throw Error(fmt::format("{}: {}: name \"{}\" does not match layer {} head {}", path, field,
+                                e.at("name").get<std::string>(), h.head.layer, h.head.head));
+      if (e.contains("rank")) {
+        if (!e.at("rank").is_number_integer()) throw Error(fmt::format("{}: {}: rank must be a whole number", path, field));
+        ranks.push_back(e.at("rank").get<long long>());
+      }
       s.ranked.push_back(h);
+    }
+    // The ranking is the "rank" field when every entry has one (a permutation of 1..N), else the
+    // array order.
+    if (!ranks.empty()) {
+      if (ranks.size() != s.ranked.size())
+        throw Error(fmt::format("{}: some heads have a \"rank\" and some do not", path));
+      std::vector<std::size_t> order(ranks.size());
+      for (std::size_t i = 0; i < ranks.size(); ++i) {
+        if (ranks[i] < 1 || ranks[i] > static_cast<long long>(ranks.size()) || order[ranks[i] - 1] != 0)
+          throw Error(fmt::format("{}: heads[{}]: rank {} is out of range or repeated (ranks must be 1..{})", path, i,
+                                  ranks[i], ranks.size()));
+        order[ranks[i] - 1] = i + 1;
+      }
+      std::vector<HeadScore> sorted;
+      for (std::size_t r = 0; r < order.size(); ++r) sorted.push_back(s.ranked[order[r] - 1]);
+      s.ranked = std::move(sorted);
     }
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: {}: {}", path, field, e.what()));

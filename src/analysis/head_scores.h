@@ -79,8 +79,9 @@ HeadScores influence_scores(const InfluenceCurves& curves, const ModelConfig& co
 /// "heads": [{"rank", "name", "layer", "head", "kv_head", "score"}]}; written atomically.
 void write_head_scores(const std::string& path, const HeadScores& scores);
 
-/// Reads a head-scores file and validates it: every head named "L<l>Q<h>" in range, each at most
-/// once, finite scores; `config` (when given) must match n_layers / n_heads. The list must hold
+/// Reads a head-scores file and validates it: every head (whole-number layer and head, in range,
+/// its "name" if present equal to "L<l>Q<h>") at most once, finite scores; the ranking is the
+/// entries' "rank" fields (a permutation of 1..N) when present, else the array order; `config` (when given) must match n_layers / n_heads. The list must hold
 /// every head of the model. Throws Error naming the file and entry.
 HeadScores read_head_scores(const std::string& path, const ModelConfig* config = nullptr);
 

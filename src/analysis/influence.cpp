@@ -245,8 +245,18 @@ nlohmann::json budgets_json(const InfluenceOptions& o) {
   return {{"source", o.budgets_source}, {"proportions", o.budget_proportions}};
 }
 
+/// FNV-1a 64 of an item's text, as 16 hex digits: ties a per-document file to its input.
+std::string input_hash(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return fmt::format("{:016x}", h);
+}
+
 nlohmann::json document_json(const DocumentInfluence& r, const std::string& fingerprint,
-                             const InfluenceOptions& o, const SweepKind& kind) {
+                             const InfluenceOptions& o, const SweepKind& kind, const std::string& hash) {
   nlohmann::json heads = nlohmann::json::object();
   for (std::size_t k = 0; k < r.heads.size(); ++k)
     heads[head_name(r.heads[k].layer, r.heads[k].kv_head)] = r.delta[k];
@@ -261,6 +271,7 @@ nlohmann::json document_json(const DocumentInfluence& r, const std::string& fing
           {"evaluated", kind.evaluated},
           {"qa", kind.qa},
           {"document", r.document},
+          {"input_hash", hash},
           {"context_tokens", r.context_tokens},
           {"eval_tokens", r.eval_tokens},
           {"spans", r.spans},
@@ -272,13 +283,15 @@ nlohmann::json document_json(const DocumentInfluence& r, const std::string& fing
 
 /// Reads a per-document file written by an earlier run; refuses one made with other settings.
 DocumentInfluence read_document(const std::string& path, const std::string& fingerprint,
-                                const InfluenceOptions& o, const SweepKind& kind, int n_layers, int n_kv_heads) {
+                                const InfluenceOptions& o, const SweepKind& kind, const std::string& hash,
+                                int n_layers, int n_kv_heads) {
   const nlohmann::json j = read_json_file(path);
   auto mismatch = [&](const char* what) {
     return Error(fmt::format("{}: was made with a different {}; use another --out folder", path, what));
   };
   try {
     if (j.at("model_fingerprint").get<std::string>() != fingerprint) throw mismatch("model");
+    if (j.value("input_hash", std::string()) != hash) throw mismatch("input text (document or article)");
     if (j.at("method").get<std::string>() != to_string(o.method)) throw mismatch("method");
     if (j.at("grid").get<std::vector<double>>() != o.grid) throw mismatch("ratio grid");
     if (j.at("baseline_ratio").get<double>() != o.baseline_ratio) throw mismatch("baseline ratio");
@@ -319,6 +332,7 @@ using ItemSweep = std::function<DocumentInfluence(const DocumentInfluence* done,
                                                   const std::function<void(const DocumentInfluence&)>& on_head)>;
 
 InfluenceCurves run_items(const Model& model, std::size_t n_items, const std::function<ItemSweep(std::size_t)>& item,
+                          const std::function<std::string(std::size_t)>& item_text,
                           const InfluenceOptions& options, const SweepKind& kind, const std::string& out_dir) {
   if (n_items == 0) throw Error("influence: no documents");
   const ModelConfig& c = model.config;
@@ -332,9 +346,11 @@ InfluenceCurves run_items(const Model& model, std::size_t n_items, const std::fu
   std::vector<DocumentInfluence> results;
   for (std::size_t d = 0; d < n_items; ++d) {
     const std::string path = (doc_dir / fmt::format("doc_{:05d}.json", d)).string();
+    const std::string hash = input_hash(item_text(d));
     std::unique_ptr<DocumentInfluence> done;
     if (fs::exists(path))
-      done = std::make_unique<DocumentInfluence>(read_document(path, fingerprint, o, kind, c.n_layers, c.n_kv_heads));
+      done = std::make_unique<DocumentInfluence>(
+          read_document(path, fingerprint, o, kind, hash, c.n_layers, c.n_kv_heads));
     bool complete = done != nullptr;
     if (done)
       for (const HeadId& h : o.heads)
@@ -345,7 +361,7 @@ InfluenceCurves run_items(const Model& model, std::size_t n_items, const std::fu
       continue;
     }
     auto save = [&](const DocumentInfluence& partial) {
-      write_file_atomic(path, document_json(partial, fingerprint, o, kind).dump(1) + "\n");
+      write_file_atomic(path, document_json(partial, fingerprint, o, kind, hash).dump(1) + "\n");
     };
     results.push_back(item(d)(done.get(), save));
     save(results.back());
@@ -395,7 +411,8 @@ InfluenceCurves run_influence(const Model& model, const std::vector<std::string>
       return sweep_document(model, ids, static_cast<int>(d), options, done, on_head);
     };
   };
-  return run_items(model, documents.size(), item, options, SweepKind{}, out_dir);
+  return run_items(model, documents.size(), item, [&](std::size_t d) { return documents[d]; }, options,
+                   SweepKind{}, out_dir);
 }
 
 InfluenceCurves run_influence_qa(const Model& model, const std::vector<QaArticle>& articles,
@@ -434,7 +451,8 @@ InfluenceCurves run_influence_qa(const Model& model, const std::vector<QaArticle
       return sweep_context(model, at.context, static_cast<int>(a), options, spans, done, on_head);
     };
   };
-  return run_items(model, articles.size(), item, options, kind, out_dir);
+  return run_items(model, articles.size(), item, [&](std::size_t a) { return qa_article_to_jsonl(articles[a]); },
+                   options, kind, out_dir);
 }
 
 }  // namespace kvcompact

@@ -90,8 +90,8 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
     if (k < 1 || k > total_heads)
       throw Error(fmt::format("mask-eval: K = {} is outside [1, {}] (the model has {} query heads)", k,
                               total_heads, total_heads));
-  if (!options.ks.empty() && options.random_seeds < 1)
-    throw Error(fmt::format("mask-eval: --random-seeds {} < 1", options.random_seeds));
+  if (!options.ks.empty() && (options.random_seeds < 1 || options.random_seeds > 1000))
+    throw Error(fmt::format("mask-eval: --random-seeds {} is outside [1, 1000]", options.random_seeds));
   if (options.reference != "gold" && options.reference != "model")
     throw Error(fmt::format("mask-eval: unknown reference \"{}\" (expected gold or model)", options.reference));
   bool want_chrf = false, want_comet = false, want_nll = false;
@@ -108,6 +108,17 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
                             "use --metric chrf", options.comet.executable));
   // validate the intervention setup once (mean ablation needs matching means)
   HeadIntervention check(c, {}, options.ablation, options.means);
+  if (options.progress) {  // TopK takes tied heads in the file's order: say so when a tie crosses a K
+    std::string tied;
+    for (int k : options.ks)
+      if (k < total_heads && scores.ranked[k - 1].score == scores.ranked[k].score)
+        tied += fmt::format("{}{} (score {:.4g})", tied.empty() ? "" : ", ", k, scores.ranked[k].score);
+    if (!tied.empty())
+      std::fprintf(stderr,
+                   "kvcompact: warning: tied head scores cross the TopK boundary at K = %s; tied heads are taken "
+                   "in the scores file's order\n",
+                   tied.c_str());
+  }
 
   MaskEvalResult result;
   result.model = model.path;
@@ -143,6 +154,7 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
                                 {"tasks_hash", fmt::format("{:016x}", tasks_hash)},
                                 {"items", items.size()},
                                 {"ablation", result.ablation},
+                                {"seed", options.seed},
                                 {"head_means", means_tag}};
   const std::string runs_dir = out_dir.empty() ? "" : out_dir + "/runs";
   if (!out_dir.empty()) {
@@ -153,7 +165,7 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
     if (std::filesystem::exists(study_path)) {
       const nlohmann::json old = read_json_file(study_path);
       if (old != study)
-        throw Error(fmt::format("{}: this folder holds a study of other tasks, model or ablation ({}); "
+        throw Error(fmt::format("{}: this folder holds a study of other tasks, model, ablation or --seed ({}); "
                                 "use another --out folder",
                                 study_path, old.dump()));
     } else {
@@ -188,7 +200,7 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
       try {
         if (j.at("heads").get<std::vector<std::string>>() != names)
           throw Error(fmt::format("{}: masks heads {} but this study masks {} (another head ranking?); use "
-                                  "another --out folder",
+                                  "another --out folder (or the same --seed)",
                                   path, j.at("heads").dump(), nlohmann::json(names).dump()));
         answers[ci] = j.at("answers").get<std::vector<std::string>>();
         if (j.contains("answer_nll"))

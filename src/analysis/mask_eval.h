@@ -76,7 +76,7 @@ std::vector<QueryHeadId> random_head_set(const ModelConfig& config, int k, int d
 /// item's stop strings and token limit) under the intervention. With `out_dir` non-empty, each
 /// condition's answers are saved in out_dir/runs/ (atomically, once finished) and a rerun with the
 /// same model, tasks, ablation and heads reuses them. Throws Error for no items, a k outside
-/// [1, heads], random_seeds < 1 (when ks is not empty), an unknown metric or reference, scores
+/// [1, heads], random_seeds outside [1, 1000] (when ks is not empty), an unknown metric or reference, scores
 /// of another model shape or fingerprint, and as comet_score when "comet" is asked for.
 MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& items,
                              const HeadScores& scores, const MaskEvalOptions& options,

@@ -46,6 +46,7 @@ TaskItem parse_item(const nlohmann::json& j, const std::string& where) {
   item.answer_type = required_string(j, "answer_type", where);
   if (item.id.empty()) throw Error(fmt::format("{}: empty \"id\"", where));
   if (item.prompt.empty()) throw Error(fmt::format("{}: empty \"prompt\"", where));
+  if (item.reference.empty()) throw Error(fmt::format("{}: empty \"reference\"", where));
   if (!contains(task_families(), item.family))
     throw Error(fmt::format("{}: unknown family \"{}\" (expected one of: {})", where, item.family,
                             fmt::join(task_families(), ", ")));

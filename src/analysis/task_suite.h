@@ -38,7 +38,7 @@ const std::vector<std::string>& answer_types();
 /// Parses a task suite from JSONL text, one object per non-empty line (lines holding only
 /// whitespace are skipped). `name` (a file name) prefixes error messages. Throws Error
 /// "NAME:LINE: <problem>" for invalid JSON, a line that is not an object, a missing or mistyped
-/// field (e.g. `missing field "prompt"`), an empty id or prompt, an unknown family or answer_type,
+/// field (e.g. `missing field "prompt"`), an empty id, prompt or reference, an unknown family or answer_type,
 /// max_new_tokens < 1, depth outside [0, 1], a duplicate id (naming the line of the first one);
 /// and "NAME: empty task file (no items)" when there is no item.
 std::vector<TaskItem> parse_task_suite(std::string_view text, const std::string& name);
