@@ -9,6 +9,7 @@
 #include <random>
 
 #include "io/error.h"
+#include "test_util.h"
 
 namespace kvcompact {
 namespace {
@@ -19,15 +20,7 @@ std::string tmp_dir() {
   return d;
 }
 
-template <class F>
-void expect_error(F fn, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "no Error thrown";
-  } catch (const Error& e) {
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << " lacks " << n;
-  }
-}
+using testing::expect_error;
 
 // Curves on a grid for n_layers x n_kv_heads heads; values from `f(h, r)`.
 template <class F>

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include "cli_runner.h"
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>

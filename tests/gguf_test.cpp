@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "io/error.h"
+#include "test_util.h"
 #include "model/model.h"
 #include "model/transformer.h"
 #include "ops/half.h"
@@ -40,15 +41,7 @@ std::string write_file(const std::string& name, const std::string& bytes) {
   return p;
 }
 
-template <typename Fn>
-void expect_error(Fn fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no Error thrown";
-  } catch (const Error& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 /// Minimal GGUF writer for tests (gguf.md layout).
 struct Writer {

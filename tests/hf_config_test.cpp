@@ -10,19 +10,13 @@
 #include <numbers>
 
 #include "io/error.h"
+#include "test_util.h"
 #include "ops/rope.h"
 
 namespace kvcompact {
 namespace {
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "no Error thrown";
-  } catch (const Error& e) {
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 const char* kLlama31 = R"({
   "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,

@@ -13,6 +13,7 @@
 
 #include "hf_test_util.h"
 #include "io/error.h"
+#include "test_util.h"
 #include "io/llama2c_checkpoint.h"
 #include "model/model.h"
 #include "model/transformer.h"
@@ -343,14 +344,7 @@ TEST(HfModel, ShardedCheckpointLoads) {
 
 // ---- bad input ----------------------------------------------------------------------------
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "no Error thrown";
-  } catch (const Error& e) {
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 TEST(HfModel, BadCheckpointsThrowErrorNamingFileAndTensor) {
   HfSpec s = cases()[1].spec;  // qwen2

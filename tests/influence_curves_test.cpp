@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "io/error.h"
+#include "test_util.h"
 
 namespace kvcompact {
 namespace {
@@ -17,16 +18,7 @@ std::string tmp_dir() {
   return d;
 }
 
-// Expects fn() to throw Error whose message contains every needle.
-template <class F>
-void expect_error(F fn, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "no Error thrown";
-  } catch (const Error& e) {
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << " lacks " << n;
-  }
-}
+using testing::expect_error;
 
 InfluenceCurves sample_curves() {
   InfluenceCurves c;

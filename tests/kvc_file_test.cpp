@@ -2,12 +2,13 @@
 // refusal, model fingerprints, and continuing generation / scoring from a cache.
 #include <gtest/gtest.h>
 
+#include "cli_runner.h"
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <sys/wait.h>
 
 #include "analysis/continuation_nll.h"
 #include "analysis/perplexity.h"
@@ -324,27 +325,8 @@ TEST(ContinuationNll, FullCacheMatchesScoringTheWholeSequence) {
 }
 
 // ---- CLI: compact, then ppl/generate --cache; refusals print one line.
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
-
-CliRun run_cli(const std::string& args) {
-  const std::string out = tmp_path("kvc_cli_out.txt"), err = tmp_path("kvc_cli_err.txt");
-  const std::string cmd = std::string(KVC_CLI_PATH) + " " + args + " --threads 1 >" + out + " 2>" + err;
-  CliRun r;
-  const int raw = std::system(cmd.c_str());
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  auto slurp = [](const std::string& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+using testing::CliRun;
+using testing::run_cli;
 
 TEST(KvcCli, CompactThenContinueAndRefuseBadFiles) {
   const auto docs = read_documents(kData, 2);

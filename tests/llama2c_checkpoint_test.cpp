@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "io/error.h"
+#include "test_util.h"
 #include "model/model.h"
 
 namespace kvcompact {
@@ -51,16 +52,7 @@ float float_at(const std::string& bytes, std::size_t offset) {
   return f;
 }
 
-/// Expects `fn` to throw Error whose message contains every string in `parts`.
-template <typename Fn>
-void expect_error(Fn fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no Error thrown";
-  } catch (const Error& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 TEST(Llama2cCheckpoint, Stories260KHeaderAndLayout) {
   const Llama2cCheckpoint ck = read_llama2c_checkpoint(kBin);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "io/error.h"
+#include "test_util.h"
 #include "io/spm_tokenizer.h"
 
 namespace kvcompact {
@@ -44,15 +45,7 @@ void write_file(const std::string& path, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-template <typename Fn>
-void expect_error(Fn fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no Error thrown";
-  } catch (const Error& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
