@@ -40,12 +40,13 @@ void row_weights(const AttentionContext& ctx, int row, int h, std::vector<double
   for (int j = 0; j < visible; ++j) w[j] /= total;
 }
 
-HeadScores make_scores(const Model& model, const std::string& method, const std::string& order,
-                       int items, const std::vector<double>& per_head, bool descending) {
-  const ModelConfig& c = model.config;
+// Every query head with its score (per_head [n_layers * n_heads], layer-major), stably sorted
+// (ties keep layer, head order).
+HeadScores make_scores(const ModelConfig& c, const std::string& fingerprint, const std::string& method,
+                       const std::string& order, int items, const std::vector<double>& per_head, bool descending) {
   HeadScores s;
   s.method = method;
-  s.model_fingerprint = fingerprint_hex(model_fingerprint(c, model.weights));
+  s.model_fingerprint = fingerprint;
   s.order = order;
   s.n_layers = c.n_layers;
   s.n_heads = c.n_heads;
@@ -58,6 +59,10 @@ HeadScores make_scores(const Model& model, const std::string& method, const std:
     return descending ? a.score > b.score : a.score < b.score;
   });
   return s;
+}
+
+std::string model_fingerprint_hex(const Model& model) {
+  return fingerprint_hex(model_fingerprint(model.config, model.weights));
 }
 
 struct RetrievalObserver : ForwardObserver {
@@ -147,7 +152,7 @@ HeadScores retrieval_scores(const Model& model, const std::vector<RetrievalProbe
     throw Error(fmt::format("retrieval scores: none of the {} probes has its answer inside its prompt",
                             probes.size()));
   for (double& s : sum) s /= scored;
-  return make_scores(model, "retrieval",
+  return make_scores(model.config, model_fingerprint_hex(model), "retrieval",
                      "retrieval score (hits / needle tokens), highest first; ties by layer, head",
                      scored, sum, true);
 }
@@ -198,7 +203,7 @@ HeadScores entropy_scores(const Model& model, const std::vector<std::vector<int>
   if (used == 0 || obs.rows == 0)
     throw Error("entropy scores: no document has 2 or more tokens");
   for (double& s : obs.sum) s /= static_cast<double>(obs.rows);
-  return make_scores(model, "entropy",
+  return make_scores(model.config, model_fingerprint_hex(model), "entropy",
                      "mean attention entropy (nats), lowest (most focused) first; ties by layer, head",
                      used, obs.sum, false);
 }
@@ -228,21 +233,10 @@ HeadScores influence_scores(const InfluenceCurves& curves, const ModelConfig& co
       for (const QueryHeadId& q : query_heads_of_kv_head(config, l, g))
         per_head[static_cast<std::size_t>(l) * config.n_heads + q.head] = -area;
     }
-  HeadScores s;
-  s.method = "influence";
-  s.model_fingerprint = curves.model_fingerprint;
-  s.order = "minus the area under the KV head's influence curve (nats/token x ratio), highest first; "
-            "query heads of a group share it; ties by layer, head";
-  s.n_layers = config.n_layers;
-  s.n_heads = config.n_heads;
-  s.n_kv_heads = config.n_kv_heads;
-  s.items = documents;
-  for (int l = 0; l < config.n_layers; ++l)
-    for (int h = 0; h < config.n_heads; ++h)
-      s.ranked.push_back({{l, h}, per_head[static_cast<std::size_t>(l) * config.n_heads + h]});
-  std::stable_sort(s.ranked.begin(), s.ranked.end(),
-                   [](const HeadScore& a, const HeadScore& b) { return a.score > b.score; });
-  return s;
+  return make_scores(config, curves.model_fingerprint, "influence",
+                     "minus the area under the KV head's influence curve (nats/token x ratio), highest first; "
+                     "query heads of a group share it; ties by layer, head",
+                     documents, per_head, true);
 }
 
 void write_head_scores(const std::string& path, const HeadScores& scores) {

@@ -247,12 +247,7 @@ nlohmann::json budgets_json(const InfluenceOptions& o) {
 
 /// FNV-1a 64 of an item's text, as 16 hex digits: ties a per-document file to its input.
 std::string input_hash(const std::string& text) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return fmt::format("{:016x}", h);
+  return fmt::format("{:016x}", fnv1a64(text.data(), text.size()));
 }
 
 nlohmann::json document_json(const DocumentInfluence& r, const std::string& fingerprint,

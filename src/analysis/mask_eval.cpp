@@ -37,14 +37,6 @@ std::vector<QueryHeadId> random_head_set(const ModelConfig& config, int k, int d
 
 namespace {
 
-uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ULL) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
 std::vector<std::string> head_names(const std::vector<QueryHeadId>& heads) {
   std::vector<std::string> out;
   for (const QueryHeadId& h : heads) out.push_back(query_head_name(h));
@@ -141,13 +133,15 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
   }
 
   // The study's identity, for resuming: model, tasks, ablation (and means).
-  uint64_t tasks_hash = 0xcbf29ce484222325ULL;
-  for (const TaskItem& it : items) tasks_hash = fnv1a(task_item_to_jsonl(it) + "\n", tasks_hash);
+  uint64_t tasks_hash = kFnv64Offset;
+  for (const TaskItem& it : items) {
+    const std::string line = task_item_to_jsonl(it) + "\n";
+    tasks_hash = fnv1a64(line.data(), line.size(), tasks_hash);
+  }
   std::string means_tag = "none";
   if (options.ablation == Ablation::Mean && options.means) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (const auto& layer : options.means->values)
-      h = fnv1a(std::string(reinterpret_cast<const char*>(layer.data()), layer.size() * sizeof(float)), h);
+    uint64_t h = kFnv64Offset;
+    for (const auto& layer : options.means->values) h = fnv1a64(layer.data(), layer.size() * sizeof(float), h);
     means_tag = fmt::format("{:016x}", h);
   }
   const nlohmann::json study = {{"model_fingerprint", fingerprint},
