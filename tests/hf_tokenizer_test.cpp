@@ -8,6 +8,7 @@
 #include "io/hf_tokenizer.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -34,8 +35,10 @@ const std::string kJsDir = std::string(KVC_SOURCE_DIR) + "/tests/js";
 const std::string kQwen3 = kShared + "/data/tokenizers/qwen3";
 const std::string kLlama3 = kShared + "/data/tokenizers/llama3";
 
+// Per process: ctest runs each test of this file in its own process, in parallel, and every
+// process's SetUpTestSuite writes (and first removes) the reference files.
 fs::path tmp_dir() {
-  fs::path d = fs::path(KVC_TEST_TMP) / "hf_tokenizer";
+  fs::path d = fs::path(KVC_TEST_TMP) / ("hf_tokenizer_" + std::to_string(static_cast<long>(getpid())));
   fs::create_directories(d);
   return d;
 }
