@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# The main job: compact stories260K's KV cache on 20 TinyStories documents with Attention Matching
-# and the three baselines, at five keep ratios, and print the quality cost (delta NLL, nats/token).
+# The main job: compact the KV cache of a real instruct model, SmolLM2-135M-Instruct (Q4_1 GGUF,
+# fetched by scripts/fetch_models.sh), on 10 WikiText-2 test articles (1024-token contexts, the
+# next 256 tokens scored) with Attention Matching and the eviction baselines at five keep ratios,
+# and print the quality cost (delta NLL, nats/token, mean and SEM over the articles).
+# Usage: bash scripts/run_main.sh [extra compact-eval options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared="$(bash scripts/shared_dir.sh)"
+models="${KVC_MODELS:-$PWD/models}"
+model="$models/SmolLM2-135M-Instruct.Q4_1.gguf"
+[ -f "$model" ] || bash scripts/fetch_models.sh SmolLM2-135M-Instruct.Q4_1.gguf
 mkdir -p results
 ./build/kvcompact compact-eval \
-  --model "$shared/models/stories260K/stories260K.bin" \
-  --data "$shared/data/tinystories/tinystories_val_head.txt" \
-  --docs 20 --ratios 0.05,0.1,0.2,0.5,1 --methods am,random,recent,attn-nofit \
-  --context-frac 0.6 --csv results/compact_eval.csv "$@"
+  --model "$model" \
+  --data "$shared/data/wikitext2/wiki.test.raw" --split wikitext \
+  --docs 10 --context-tokens 1024 --continuation-tokens 256 \
+  --ratios 0.02,0.05,0.1,0.2,0.5 --methods am,attn-nofit,snapkv,streaming,random \
+  --csv results/compact_eval.csv "$@"

@@ -1,6 +1,8 @@
 // `kvcompact compact-eval`: quality cost of KV-cache compaction per method and keep ratio.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <tuple>
 
@@ -23,6 +25,8 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
     std::string csv, json_out;
     int docs = 0, skip = 0;
     double context_frac = 0.6;
+    int context_tokens = 0, continuation_tokens = 0;
+    std::string split = "blank-lines";
     unsigned long long seed = 0;
     std::string budgets, plot;
   };
@@ -38,6 +42,13 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--docs", o->docs, "use N documents (after --skip)")->check(positive_number());
   cmd->add_option("--skip", o->skip, "skip the first K documents (held-out evaluation)")->check(non_negative_number());
   cmd->add_option("--context-frac", o->context_frac, "fraction of each document's tokens used as context");
+  cmd->add_option("--context-tokens", o->context_tokens,
+                  "context = the first N tokens (instead of --context-frac); shorter documents are skipped")
+      ->check(positive_number());
+  cmd->add_option("--continuation-tokens", o->continuation_tokens,
+                  "score at most N continuation tokens (with --context-tokens: documents need all N)")
+      ->check(positive_number());
+  cmd->add_option("--split", o->split, "how --data is cut into documents: blank-lines or wikitext (articles)");
   cmd->add_option("--seed", o->seed, "seed of the random baseline");
   cmd->add_option("--budgets", o->budgets,
                   "per-head budget proportions (kvcompact budget); each ratio is then the total ratio");
@@ -59,9 +70,31 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
                                 s.n_layers, s.n_kv_heads, model.config.n_layers, model.config.n_kv_heads));
       opt.budget_proportions = s.proportions();
     }
-    auto docs = read_documents(o->data, o->docs > 0 ? o->docs + o->skip : 0);
+    opt.context_tokens = o->context_tokens;
+    opt.continuation_tokens = o->continuation_tokens;
+    std::vector<std::string> docs;
+    if (o->context_tokens > 0) {
+      // Documents long enough for the context and the continuation, in file order.
+      const int need = o->context_tokens + std::max(1, o->continuation_tokens);
+      std::vector<std::string> all = read_documents(o->data, 0, o->split);
+      int skipped = 0;
+      for (auto& d : all) {
+        if (o->docs > 0 && static_cast<int>(docs.size()) == o->docs + o->skip) break;
+        if (static_cast<int>(model.tokenizer->encode(d, true).size()) >= need) {
+          docs.push_back(std::move(d));
+        } else {
+          ++skipped;
+        }
+      }
+      if (!common.json)
+        std::fprintf(stderr, "compact-eval: %zu documents of at least %d tokens (%d shorter ones skipped)\n",
+                     docs.size(), need, skipped);
+    } else {
+      docs = read_documents(o->data, o->docs > 0 ? o->docs + o->skip : 0, o->split);
+    }
     if (o->skip >= static_cast<int>(docs.size()))
-      throw Error(fmt::format("{}: --skip {} leaves no documents (the file has {})", o->data, o->skip, docs.size()));
+      throw Error(fmt::format("{}: --skip {} leaves no documents (the file has {} usable)", o->data, o->skip,
+                              docs.size()));
     docs.erase(docs.begin(), docs.begin() + o->skip);
     CompactEvalResult r = run_compact_eval(model, docs, opt);
 
@@ -70,8 +103,8 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
                 4);
     for (const auto& row : r.rows)
       table.add_row({row.method, row.ratio, row.delta_nll_mean, row.delta_nll_sem, row.nll_mean,
-                     row.kept_entries, row.cache_bytes, row.full_cache_bytes, row.compaction_seconds,
-                     row.compaction_seconds_per_head});
+                     static_cast<long long>(std::llround(row.kept_entries)), static_cast<long long>(std::llround(row.cache_bytes)),
+                     static_cast<long long>(std::llround(row.full_cache_bytes)), row.compaction_seconds, row.compaction_seconds_per_head});
     nlohmann::json j = {{"model", model.path},
                         {"data", o->data},
                         {"documents", r.documents},
@@ -184,8 +217,8 @@ Runner register_budget_eval(CLI::App& app, CommonOptions& common) {
       std::fprintf(stderr, "budget-eval: %s on %zu documents\n", label.c_str(), docs.size());
       last = run_compact_eval(model, docs, opt);
       for (const auto& row : last.rows) {
-        table.add_row({label, row.ratio, row.delta_nll_mean, row.delta_nll_sem, row.nll_mean, row.kept_entries,
-                       row.cache_bytes, row.full_cache_bytes});
+        table.add_row({label, row.ratio, row.delta_nll_mean, row.delta_nll_sem, row.nll_mean, static_cast<long long>(std::llround(row.kept_entries)),
+                       static_cast<long long>(std::llround(row.cache_bytes)), static_cast<long long>(std::llround(row.full_cache_bytes))});
         points.push_back({{"series", label},
                           {"budgets", source},
                           {"ratio", row.ratio},

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   add(register_head_means);
   add(register_mask_eval);
   add(register_budget_eval);
+  add(register_speed);
 
   try {
     app.parse(argc, argv);

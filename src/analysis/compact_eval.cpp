@@ -56,13 +56,15 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
 
   for (std::size_t d = 0; d < documents.size(); ++d) {
     const std::vector<int> ids = tokenizer.encode(documents[d], /*add_bos=*/true);
-    const int N = static_cast<int>(ids.size());
-    const int T = static_cast<int>(std::floor(options.context_frac * N));
+    const int T = options.context_tokens > 0 ? options.context_tokens
+                                             : static_cast<int>(std::floor(options.context_frac * ids.size()));
+    const int N = options.continuation_tokens > 0
+                      ? std::min(static_cast<int>(ids.size()), T + options.continuation_tokens)
+                      : static_cast<int>(ids.size());
     if (T < 2 || N - T < 1)
       throw Error(fmt::format(
-          "document {} has {} tokens: context-frac {} leaves a context of {} and a continuation of {} "
-          "(need at least 2 and 1)",
-          d + 1, N, options.context_frac, T, N - T));
+          "document {} has {} tokens: a context of {} and a continuation of {} (need at least 2 and 1)",
+          d + 1, ids.size(), T, N - T));
     std::span<const int> context(ids.data(), T), continuation(ids.data() + T, N - T);
     if (model.config.max_seq_len > 0 && N > model.config.max_seq_len && !warned_seq_len) {
       std::fprintf(stderr, "kvcompact: warning: document %zu has %d tokens, past the model's max_seq_len %d "

@@ -15,6 +15,10 @@ struct CompactEvalOptions {
   std::vector<double> ratios{0.05, 0.1, 0.2, 0.5, 1.0};  ///< keep ratios r in [0, 1]
   std::vector<MethodSpec> methods{MethodSpec{}};        ///< default: am
   double context_frac = 0.6;  ///< T = floor(context_frac * N) of a document's N tokens (BOS included)
+  /// When > 0: T = context_tokens instead of context_frac (documents need T + 1 tokens).
+  int context_tokens = 0;
+  /// When > 0: at most this many continuation tokens are scored (the first ones after T).
+  int continuation_tokens = 0;
   uint64_t seed = 0;          ///< seed of `random`, query subsampling and self-study
   /// Non-uniform budgets: per-head proportions [n_layers * n_kv_heads] layer-major (summing to 1,
   /// budget_solver.h); each ratio r is then the total ratio: head budgets per_head_budgets(p, T, r).

@@ -292,10 +292,13 @@ struct HfTokenizer::Impl {
 
 HfTokenizer::~HfTokenizer() = default;
 
-HfTokenizer::HfTokenizer(const std::string& path, const std::string& config_path) : impl_(std::make_unique<Impl>()) {
+HfTokenizer::HfTokenizer(const std::string& path, const std::string& config_path)
+    : HfTokenizer(read_json(path), path, config_path) {}
+
+HfTokenizer::HfTokenizer(const nlohmann::json& j, const std::string& path, const std::string& config_path)
+    : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.path = path;
-  const json j = read_json(path);
   auto fail = [&](const std::string& what) -> Error { return Error(fmt::format("{}: {}", path, what)); };
   try {
     // ---- model ----

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <memory>
+
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +40,9 @@ class HfTokenizer final : public Tokenizer {
   /// Parses tokenizer.json at `path` (and `config_path`, a tokenizer_config.json, unless empty).
   /// Throws Error as load_hf_tokenizer.
   HfTokenizer(const std::string& path, const std::string& config_path);
+  /// The same from an already parsed tokenizer.json object `tokenizer_json`; `path` names the
+  /// source in error messages (e.g. a GGUF file whose vocabulary was converted, io/gguf_tokenizer.h).
+  HfTokenizer(const nlohmann::json& tokenizer_json, const std::string& path, const std::string& config_path);
   ~HfTokenizer() override;
 
   /// Steps 1-4 without the post-processor, then bos_id() in front when add_bos and bos_id() >= 0

@@ -96,9 +96,15 @@ std::string SpmTokenizer::decode_token(int prev, int token) const {
 }
 
 std::vector<int> SpmTokenizer::encode(std::string_view text, bool add_bos) const {
+  std::vector<int> ids = encode_fragment(text, /*dummy_prefix=*/true);
+  if (add_bos) ids.insert(ids.begin(), bos_id_);
+  return ids;
+}
+
+std::vector<int> SpmTokenizer::encode_fragment(std::string_view text, bool dummy_prefix) const {
   std::vector<int> ids;
   ids.reserve(text.size() + 2);
-  if (!text.empty()) {
+  if (dummy_prefix && !text.empty()) {
     // Dummy prefix: run.c looks up " " (if absent, fall back to the byte token like any text).
     int sp = lookup(" ");
     if (sp >= 0) {
@@ -189,7 +195,6 @@ std::vector<int> SpmTokenizer::encode(std::string_view text, bool add_bos) const
     for (int i = 0; i >= 0; i = next[i]) merged.push_back(ids[i]);
     ids.swap(merged);
   }
-  if (add_bos) ids.insert(ids.begin(), bos_id_);
   return ids;
 }
 

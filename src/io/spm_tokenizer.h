@@ -33,6 +33,9 @@ class SpmTokenizer final : public Tokenizer {
                std::string source);
 
   std::vector<int> encode(std::string_view text, bool add_bos) const override;
+  /// Steps 2-3 on one piece of text, with the dummy-prefix piece of step 1 only when
+  /// `dummy_prefix` (llama.cpp's SPM session on a text fragment between special tokens).
+  std::vector<int> encode_fragment(std::string_view text, bool dummy_prefix) const;
   /// Throws Error when `token` is out of range.
   std::string decode_token(int prev, int token) const override;
   /// Throws Error when `token` is out of range.

@@ -45,6 +45,37 @@ std::vector<std::string> split_documents(std::string_view text) {
   return docs;
 }
 
+std::vector<std::string> split_wikitext_articles(std::string_view text) {
+  std::vector<std::string> docs;
+  std::string current;
+  auto flush = [&] {
+    std::string_view s = strip(current);
+    if (!s.empty()) docs.emplace_back(s);
+    current.clear();
+  };
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(start, end - start);
+    const std::string_view t = strip(line);
+    const bool heading = t.size() >= 5 && t.starts_with("= ") && t.ends_with(" =") && !t.starts_with("= =") &&
+                         !t.ends_with("= =");
+    if (heading) flush();
+    current.append(line);
+    current.push_back('\n');
+    start = end + 1;
+  }
+  flush();
+  return docs;
+}
+
+std::vector<std::string> split_corpus(std::string_view text, const std::string& how) {
+  if (how == "blank-lines") return split_documents(text);
+  if (how == "wikitext") return split_wikitext_articles(text);
+  throw Error(fmt::format("--split '{}' is not a document split (use blank-lines or wikitext)", how));
+}
+
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("{}: cannot open data file", path));
@@ -56,8 +87,8 @@ std::string read_text_file(const std::string& path) {
   return text;
 }
 
-std::vector<std::string> read_documents(const std::string& path, int max_docs) {
-  auto docs = split_documents(read_text_file(path));
+std::vector<std::string> read_documents(const std::string& path, int max_docs, const std::string& split) {
+  auto docs = split_corpus(read_text_file(path), split);
   if (docs.empty()) throw Error(fmt::format("{}: no documents found", path));
   if (max_docs > 0 && static_cast<int>(docs.size()) > max_docs) docs.resize(max_docs);
   return docs;

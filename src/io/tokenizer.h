@@ -22,6 +22,9 @@ class Tokenizer {
   virtual int vocab_size() const = 0;
   virtual int bos_id() const = 0;
   virtual int eos_id() const = 0;
+  /// Whether encode(text, true) puts bos_id() in front (a GGUF file can turn BOS off, e.g.
+  /// SmolLM2); where false, bos_id() is an ordinary special token that may appear in a prompt.
+  virtual bool adds_bos() const { return bos_id() >= 0; }
 
   /// Decodes a whole sequence (BOS/EOS produce no text).
   std::string decode(const std::vector<int>& tokens) const {

@@ -46,7 +46,7 @@ GenerationResult generate(const Transformer& transformer, const Tokenizer& token
     transformer.forward(std::span<const int>(pt.data(), n_pre), *cache, opt);
     for (int i = 0; i < n_pre; ++i) {
       ++pos;
-      if (pt[i + 1] == bos) {  // llama2.c breaks on BOS even inside the prompt
+      if (tokenizer.adds_bos() && pt[i + 1] == bos) {  // llama2.c breaks on BOS even inside the prompt
         res.positions = pos;
         res.stopped = true;
         return res;

@@ -12,6 +12,7 @@
 
 #include "io/error.h"
 #include "io/gguf.h"
+#include "io/gguf_tokenizer.h"
 #include "io/hf_tokenizer.h"
 #include "io/llama2c_checkpoint.h"
 #include "io/spm_tokenizer.h"
@@ -53,59 +54,6 @@ std::vector<float> gguf_tensor(const GgufFile& f, const std::string& name,
     }
   }
   return v;
-}
-
-/// SPM vocabulary of a GGUF file (tokenizer.ggml.model "llama"). Pieces get U+2581 replaced by
-/// ' ', and BOS/EOS become "\n<s>\n" / "\n</s>\n", exactly as llama2.c's tokenizer export writes
-/// them, so the vocabulary equals the llama2.c tokenizer.bin of the same model.
-std::unique_ptr<SpmTokenizer> gguf_spm_tokenizer(const GgufFile& f) {
-  const std::string& kind = f.get_string("tokenizer.ggml.model");
-  if (kind != "llama") {
-    throw Error(fmt::format("{}: tokenizer.ggml.model is '{}', only 'llama' (SentencePiece) is supported",
-                            f.path(), kind));
-  }
-  std::vector<std::string> pieces = f.get_string_array("tokenizer.ggml.tokens");
-  std::vector<float> scores = f.get_float_array("tokenizer.ggml.scores");
-  if (scores.size() != pieces.size()) {
-    throw Error(fmt::format("{}: tokenizer.ggml.scores has {} entries, tokenizer.ggml.tokens {}",
-                            f.path(), scores.size(), pieces.size()));
-  }
-  if (f.has("tokenizer.ggml.token_type")) {
-    const auto types = f.get_int_array("tokenizer.ggml.token_type");
-    if (types.size() != pieces.size()) {
-      throw Error(fmt::format("{}: tokenizer.ggml.token_type has {} entries, tokenizer.ggml.tokens {}",
-                              f.path(), types.size(), pieces.size()));
-    }
-  }
-  const std::int64_t bos = f.get_int_or("tokenizer.ggml.bos_token_id", 1);
-  const std::int64_t eos = f.get_int_or("tokenizer.ggml.eos_token_id", 2);
-  const auto n = static_cast<std::int64_t>(pieces.size());
-  if (bos < 0 || bos >= n || eos < 0 || eos >= n) {
-    throw Error(fmt::format("{}: tokenizer bos/eos ids {}/{} out of range for {} tokens", f.path(), bos,
-                            eos, n));
-  }
-  static const std::string kSpace = "\xE2\x96\x81";  // U+2581
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::string& p = pieces[static_cast<std::size_t>(i)];
-    if (i == bos) {
-      p = "\n<s>\n";
-    } else if (i == eos) {
-      p = "\n</s>\n";
-    }
-    std::string out;
-    out.reserve(p.size());
-    for (std::size_t k = 0; k < p.size();) {
-      if (p.compare(k, kSpace.size(), kSpace) == 0) {
-        out.push_back(' ');
-        k += kSpace.size();
-      } else {
-        out.push_back(p[k++]);
-      }
-    }
-    p.swap(out);
-  }
-  return std::make_unique<SpmTokenizer>(std::move(pieces), std::move(scores), static_cast<int>(bos),
-                                        static_cast<int>(eos), f.path());
 }
 
 /// A GGUF weight matrix W[out, in] (ggml dims {in, out}): F32 copied to an owned vector (checked
@@ -183,7 +131,7 @@ Model load_gguf_decoder(std::shared_ptr<GgufFile> fp, const std::string& arch, b
   }
 
   if (load_tokenizer) {
-    m.tokenizer = gguf_spm_tokenizer(f);
+    m.tokenizer = load_gguf_tokenizer(f);
     c.vocab_size = m.tokenizer->vocab_size();
   } else {
     const GgufTensorInfo& e = f.tensor("token_embd.weight");
