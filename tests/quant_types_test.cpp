@@ -2,7 +2,7 @@
 // dequantize_row and its plain twin weight_element_ref) equals gguf-py's gguf.quants.dequantize
 // bit for bit on random blocks (tests/ref/gguf_dequant.py) and on real tensors of the fetched
 // SmolLM2 Q4_1 and Gemma 3 Q4_K_M GGUF files; the typed matmul equals matmul_wt_typed_ref on
-// every type; hand-worked blocks for Q8_1 (which gguf-py cannot decode).
+// every type (both of its paths); hand-worked blocks for Q8_1 (which gguf-py cannot decode).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -337,11 +337,20 @@ TEST(QuantTypesRef, SmolLM2Q4_1LoadsAndPredictsParis) {
   EXPECT_EQ(vocab[static_cast<std::size_t>(best)], G + "Paris");
 }
 
-/// Random bytes of `rows` x `cols` elements of a block type with finite f16 scales in [0.002, 0.02].
+/// Random bytes of `rows` x `cols` elements of a block type with finite f16 scales in [0.002, 0.02]
+/// (F16 / BF16: values of uniform(-1, 1)).
 std::vector<std::uint8_t> random_blocks(WeightType t, int rows, int cols, std::mt19937& rng) {
   std::vector<std::uint8_t> b(weight_row_bytes(t, cols) * static_cast<std::size_t>(rows));
   std::uniform_int_distribution<int> byte(0, 255);
   for (auto& x : b) x = static_cast<std::uint8_t>(byte(rng));
+  if (t == WeightType::F16 || t == WeightType::BF16) {
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (std::size_t i = 0; i < b.size(); i += 2) {
+      const std::uint16_t h = t == WeightType::F16 ? f32_to_f16(u(rng)) : f32_to_bf16(u(rng));
+      std::memcpy(&b[i], &h, 2);
+    }
+    return b;
+  }
   std::vector<std::size_t> scale_at;  // f16 fields of a block (ggml-common.h)
   switch (t) {
     case WeightType::Q8_0: case WeightType::Q4_0: case WeightType::Q5_0: scale_at = {0}; break;
@@ -365,23 +374,27 @@ std::vector<std::uint8_t> random_blocks(WeightType t, int rows, int cols, std::m
 TEST(QuantTypes, MatmulMatchesReferenceForEveryBlockType) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1, 1);
-  const int n = 3, in = 512, out = 40;
-  std::vector<float> X(static_cast<std::size_t>(n) * in);
+  const int in = 512, out = 40;
+  std::vector<float> X(static_cast<std::size_t>(9) * in);
   for (auto& x : X) x = u(rng);
-  for (WeightType t : kBlockTypes) {
-    SCOPED_TRACE(weight_type_name(t));
+  std::vector<WeightType> types = kBlockTypes;
+  types.insert(types.begin(), {WeightType::F16, WeightType::BF16});
+  for (WeightType t : types) {
     const std::vector<std::uint8_t> bytes = random_blocks(t, out, in, rng);
     const WeightMatrix W = WeightMatrix::view(t, bytes.data(), out, in);
-    std::vector<float> Y(static_cast<std::size_t>(n) * out), R(Y.size());
-    matmul_wt(X.data(), W, Y.data(), n, in, out);
-    matmul_wt_typed_ref(X.data(), W, R.data(), n, in, out);
-    double diff = 0, scale = 0;
-    for (std::size_t i = 0; i < Y.size(); ++i) {
-      diff = std::max(diff, static_cast<double>(std::fabs(Y[i] - R[i])));
-      scale = std::max(scale, static_cast<double>(std::fabs(R[i])));
+    for (int n : {1, 3, 9}) {  // 1, 3: decode-and-dot path; 9: decoded blocks + sgemm
+      SCOPED_TRACE(std::string(weight_type_name(t)) + ", n = " + std::to_string(n));
+      std::vector<float> Y(static_cast<std::size_t>(n) * out), R(Y.size());
+      matmul_wt(X.data(), W, Y.data(), n, in, out);
+      matmul_wt_typed_ref(X.data(), W, R.data(), n, in, out);
+      double diff = 0, scale = 0;
+      for (std::size_t i = 0; i < Y.size(); ++i) {
+        diff = std::max(diff, static_cast<double>(std::fabs(Y[i] - R[i])));
+        scale = std::max(scale, static_cast<double>(std::fabs(R[i])));
+      }
+      EXPECT_GT(scale, 0.1);
+      EXPECT_LT(diff, 1e-5 * scale) << "max abs diff " << diff << " of values up to " << scale;
     }
-    EXPECT_GT(scale, 0.1);
-    EXPECT_LT(diff, 1e-5 * scale) << "max abs diff " << diff << " of values up to " << scale;
     // The embedding-row path decodes like the reference, element by element.
     std::vector<float> row(in);
     weight_row_f32(W, out - 1, in, row.data());

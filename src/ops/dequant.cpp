@@ -9,6 +9,10 @@
 #include "io/error.h"
 #include "ops/half.h"
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 namespace kvcompact {
 
 namespace {
@@ -42,6 +46,37 @@ void block_q8_1(const std::uint8_t* blk, float* o) {
   for (int j = 0; j < 32; ++j) o[j] = static_cast<float>(q[j]) * d;
 }
 
+#if defined(__AVX2__)
+// 32 elements of a Q4_0 / Q4_1 block: the 16 bytes' low nibbles are elements 0-15, high nibbles
+// 16-31; each group of 8 is widened to int32, offset, converted and scaled: Q4_0 (kMin false):
+// o = (q - 8) * d, Q4_1: o = q * d + m (the same operations as the scalar code).
+template <bool kMin>
+inline void nibbles32_avx2(const std::uint8_t* qs, float d, float m, float* o) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  const __m128i lo = _mm_and_si128(raw, mask), hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
+  const __m256 vd = _mm256_set1_ps(d), vm = _mm256_set1_ps(m);
+  const __m256i eight = _mm256_set1_epi32(8);
+  auto put8 = [&](__m128i bytes, float* dst) {
+    const __m256i qi = _mm256_cvtepu8_epi32(bytes);
+    if constexpr (kMin) {
+      _mm256_storeu_ps(dst, _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(qi), vd), vm));
+    } else {
+      _mm256_storeu_ps(dst, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(qi, eight)), vd));
+    }
+  };
+  put8(lo, o);
+  put8(_mm_srli_si128(lo, 8), o + 8);
+  put8(hi, o + 16);
+  put8(_mm_srli_si128(hi, 8), o + 24);
+}
+
+void block_q4_0(const std::uint8_t* blk, float* o) { nibbles32_avx2<false>(blk + 2, f16_to_f32(load_u16(blk)), 0.0f, o); }
+
+void block_q4_1(const std::uint8_t* blk, float* o) {
+  nibbles32_avx2<true>(blk + 4, f16_to_f32(load_u16(blk)), f16_to_f32(load_u16(blk + 2)), o);
+}
+#else
 void block_q4_0(const std::uint8_t* blk, float* o) {
   const float d = f16_to_f32(load_u16(blk));
   const std::uint8_t* qs = blk + 2;
@@ -61,6 +96,8 @@ void block_q4_1(const std::uint8_t* blk, float* o) {
     o[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
   }
 }
+
+#endif
 
 void block_q5_0(const std::uint8_t* blk, float* o) {
   const float d = f16_to_f32(load_u16(blk));
