@@ -187,7 +187,12 @@ TEST(Gguf, SyntheticAllValueTypesF16AndAlignment) {
   w.tensor("half", {3, 2}, 1, raw_of(h));
   const std::vector<float> f32 = {1.5f, -2.25f};
   w.tensor("full", {2}, 0, raw_of(f32));
-  w.tensor("blk.0.attn_q.weight", {256, 1}, 12, std::string(144, '\0'));  // Q4_K block
+  w.tensor("blk.0.attn_q.weight", {256, 1}, 23, std::string(136, '\0'));  // IQ4_XS block
+  std::string q4k(144, '\0');  // Q4_K block: d = 1 (f16 0x3C00), dmin 0, scale 0 = 1, q = 3 / 5
+  q4k[1] = '\x3C';
+  q4k[4] = 1;
+  q4k[16] = 0x53;
+  w.tensor("q4k", {256}, 12, q4k);
   const std::string path = write_file("synthetic.gguf", w.bytes());
 
   GgufFile f(path);
@@ -218,7 +223,12 @@ TEST(Gguf, SyntheticAllValueTypesF16AndAlignment) {
   EXPECT_TRUE(std::signbit(half[5]));
   EXPECT_EQ(f.tensor_f32("full"), f32);
   expect_error([&] { f.tensor_f32("blk.0.attn_q.weight"); },
-               {"synthetic.gguf", "tensor blk.0.attn_q.weight has unsupported type Q4_K"});
+               {"synthetic.gguf", "tensor blk.0.attn_q.weight has unsupported type IQ4_XS"});
+  const std::vector<float> k = f.tensor_f32("q4k");  // element 0: low nibble, 32: high nibble
+  ASSERT_EQ(k.size(), 256u);
+  EXPECT_EQ(k[0], 3.0f);
+  EXPECT_EQ(k[32], 0.0f);  // sub-block 1 has scale 0
+  EXPECT_EQ(k[1], 0.0f);
   EXPECT_TRUE(std::isinf(fp16_to_fp32(0x7C00)));
   EXPECT_TRUE(std::isnan(fp16_to_fp32(0x7E00)));
   EXPECT_EQ(fp16_to_fp32(0x0400), std::ldexp(1.0f, -14));  // smallest normal
@@ -456,6 +466,43 @@ TEST(GgufQuantModelSanity, QuantizersMatchHandWorkedBlocks) {
   EXPECT_EQ(d4[31], 0.875f);
   EXPECT_EQ(d4[0], -1.0f);
   EXPECT_NEAR(d8[0], -1.0f, 1e-3f);
+}
+
+// A K-quant tensor whose row is not a whole number of 256-element super-blocks, or whose data is
+// shorter than its blocks (a Q5_K tensor stored with Q4_K-sized blocks, a truncated Q6_K tensor),
+// gives one line naming the file and the tensor.
+TEST(Gguf, KQuantBlockMismatchNamesFileAndTensor) {
+  auto one_line_error = [](const std::string& path, const std::vector<std::string>& needles) {
+    try {
+      GgufFile f(path);
+      ADD_FAILURE() << path << ": no Error thrown";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+      for (const auto& n : needles) EXPECT_NE(m.find(n), std::string::npos) << m << " lacks " << n;
+    }
+  };
+  {
+    Writer w;  // ne0 = 128: half a Q4_K super-block per row
+    w.tensor("blk.0.ffn_down.weight", {128, 2}, 12, std::string(144, '\0'));
+    one_line_error(write_file("kq_dims.gguf", w.bytes()),
+                   {"kq_dims.gguf", "tensor blk.0.ffn_down.weight", "Q4_K", "block size 256"});
+  }
+  {
+    Writer w;  // 2 rows of one Q5_K block (2 x 176 bytes) stored as 2 x 144 bytes
+    w.tensor("blk.3.attn_output.weight", {256, 2}, 13, std::string(2 * 144, '\0'));
+    one_line_error(write_file("kq_size.gguf", w.bytes()),
+                   {"kq_size.gguf", "tensor blk.3.attn_output.weight", "truncated"});
+  }
+  {
+    Writer w;  // the file ends one byte before the last Q6_K block does
+    w.tensor("output.weight", {512, 3}, 14, std::string(6 * 210 - 1, '\0'));
+    one_line_error(write_file("kq_short.gguf", w.bytes()),
+                   {"kq_short.gguf", "tensor output.weight", "truncated"});
+    w.data.push_back('\0');
+    GgufFile ok(write_file("kq_ok.gguf", w.bytes()));
+    EXPECT_EQ(ok.tensor("output.weight").n_bytes, 6u * 210u);
+  }
 }
 
 }  // namespace

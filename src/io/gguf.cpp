@@ -20,21 +20,10 @@ struct TypeTraits {
 };
 
 TypeTraits type_traits(std::uint32_t t) {
+  // Types kvcompact decodes: the block geometry of their WeightType (one table for both).
+  if (const std::optional<WeightType> wt = ggml_weight_type(t))
+    return {static_cast<std::uint64_t>(weight_block_elements(*wt)), weight_block_bytes(*wt)};
   switch (static_cast<GgmlType>(t)) {
-    case GgmlType::F32: return {1, 4};
-    case GgmlType::F16: return {1, 2};
-    case GgmlType::BF16: return {1, 2};
-    case GgmlType::Q4_0: return {32, 18};
-    case GgmlType::Q4_1: return {32, 20};
-    case GgmlType::Q5_0: return {32, 22};
-    case GgmlType::Q5_1: return {32, 24};
-    case GgmlType::Q8_0: return {32, 34};
-    case GgmlType::Q8_1: return {32, 36};
-    case GgmlType::Q2_K: return {256, 84};
-    case GgmlType::Q3_K: return {256, 110};
-    case GgmlType::Q4_K: return {256, 144};
-    case GgmlType::Q5_K: return {256, 176};
-    case GgmlType::Q6_K: return {256, 210};
     case GgmlType::Q8_K: return {256, 292};
     case GgmlType::I8: return {1, 1};
     case GgmlType::I16: return {1, 2};
@@ -109,6 +98,33 @@ std::string ggml_type_name(std::uint32_t type) {
       "BF16", nullptr, nullptr, nullptr, "TQ1_0", "TQ2_0"};
   if (type < sizeof(names) / sizeof(names[0]) && names[type] != nullptr) return names[type];
   return fmt::format("type#{}", type);
+}
+
+std::optional<WeightType> ggml_weight_type(std::uint32_t type) {
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::F32: return WeightType::F32;
+    case GgmlType::F16: return WeightType::F16;
+    case GgmlType::BF16: return WeightType::BF16;
+    case GgmlType::Q4_0: return WeightType::Q4_0;
+    case GgmlType::Q4_1: return WeightType::Q4_1;
+    case GgmlType::Q5_0: return WeightType::Q5_0;
+    case GgmlType::Q5_1: return WeightType::Q5_1;
+    case GgmlType::Q8_0: return WeightType::Q8_0;
+    case GgmlType::Q8_1: return WeightType::Q8_1;
+    case GgmlType::Q2_K: return WeightType::Q2_K;
+    case GgmlType::Q3_K: return WeightType::Q3_K;
+    case GgmlType::Q4_K: return WeightType::Q4_K;
+    case GgmlType::Q5_K: return WeightType::Q5_K;
+    case GgmlType::Q6_K: return WeightType::Q6_K;
+    default: return std::nullopt;
+  }
+}
+
+std::string ggml_weight_type_names() {
+  std::string s;
+  for (std::uint32_t t = 0; t <= static_cast<std::uint32_t>(GgmlType::BF16); ++t)
+    if (ggml_weight_type(t)) s += (s.empty() ? "" : ", ") + ggml_type_name(t);
+  return s;
 }
 
 float fp16_to_fp32(std::uint16_t h) {
@@ -412,34 +428,12 @@ std::vector<float> GgufFile::tensor_f32(const std::string& name) const {
 }
 
 std::vector<float> GgufFile::tensor_f32(const GgufTensorInfo& t) const {
-  // Converters per ggml type. To add Q8_0 / Q4_0 / BF16: add a case decoding blocks of
-  // type_traits(t).block elements (sizes are already validated by the constructor).
-  switch (static_cast<GgmlType>(t.type)) {
-    case GgmlType::F32: {
-      const std::uint8_t* p = tensor_bytes(t);
-      std::vector<float> out(static_cast<std::size_t>(t.n_elements));
-      if (!out.empty()) std::memcpy(out.data(), p, out.size() * sizeof(float));
-      return out;
-    }
-    case GgmlType::F16: {
-      const std::uint8_t* p = tensor_bytes(t);
-      std::vector<float> out(static_cast<std::size_t>(t.n_elements));
-      for (std::size_t k = 0; k < out.size(); ++k) out[k] = fp16_to_fp32(load<std::uint16_t>(p + 2 * k));
-      return out;
-    }
-    case GgmlType::BF16:
-    case GgmlType::Q8_0:
-    case GgmlType::Q4_0: {
-      const WeightType wt = static_cast<GgmlType>(t.type) == GgmlType::BF16 ? WeightType::BF16
-                            : static_cast<GgmlType>(t.type) == GgmlType::Q8_0 ? WeightType::Q8_0
-                                                                               : WeightType::Q4_0;
-      std::vector<float> out(static_cast<std::size_t>(t.n_elements));
-      dequantize_row(wt, tensor_bytes(t), out.data(), static_cast<std::int64_t>(t.n_elements));
-      return out;
-    }
-    default:
-      fail(fmt::format("tensor {} has unsupported type {}", t.name, ggml_type_name(t.type)));
-  }
+  const std::optional<WeightType> wt = ggml_weight_type(t.type);
+  if (!wt) fail(fmt::format("tensor {} has unsupported type {}", t.name, ggml_type_name(t.type)));
+  std::vector<float> out(static_cast<std::size_t>(t.n_elements));
+  // Sizes and block multiples were validated by the constructor; a tensor is rows of whole blocks.
+  if (!out.empty()) dequantize_row(*wt, tensor_bytes(t), out.data(), static_cast<std::int64_t>(t.n_elements));
+  return out;
 }
 
 }  // namespace kvcompact

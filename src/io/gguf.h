@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "io/file_bytes.h"
+#include "model/weight_matrix.h"
 
 namespace kvcompact {
 
@@ -30,6 +32,13 @@ enum class GgmlType : std::uint32_t {
 
 /// Name of a ggml type ("F32", "Q4_K", ...); "type#N" when unknown.
 std::string ggml_type_name(std::uint32_t type);
+
+/// The WeightType storing ggml type `type` (same block layout), or nullopt when kvcompact cannot
+/// decode it (IQ*, TQ*, Q8_K, integer and F64 types).
+std::optional<WeightType> ggml_weight_type(std::uint32_t type);
+
+/// Comma-separated names of the ggml types that ggml_weight_type decodes ("F32, F16, BF16, ...").
+std::string ggml_weight_type_names();
 
 /// One metadata value. Scalars: integers in `u` (unsigned types) or `i` (signed types and
 /// bool), floats in `f`; strings in `str`; arrays in `array` with element type `elem_type`.
@@ -103,8 +112,9 @@ class GgufFile {
   /// Raw stored bytes of a tensor (n_bytes of them). Throws Error for unknown-size types.
   const std::uint8_t* tensor_bytes(const GgufTensorInfo& t) const;
   /// Tensor data converted to float32, [n_elements] in ggml order (dims[0] fastest).
-  /// Supported: F32, F16, BF16, Q8_0, Q4_0 (ggml block layouts, see WeightType).
-  /// Throws Error("<path>: tensor <name> has unsupported type Q4_K") otherwise.
+  /// Supported: every type with a ggml_weight_type (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
+  /// Q8_0, Q8_1, Q2_K ... Q6_K; ggml block layouts, see WeightType), decoded by dequantize_row.
+  /// Throws Error("<path>: tensor <name> has unsupported type IQ2_XS") otherwise.
   std::vector<float> tensor_f32(const std::string& name) const;
   std::vector<float> tensor_f32(const GgufTensorInfo& t) const;
 

@@ -57,24 +57,19 @@ std::vector<float> gguf_tensor(const GgufFile& f, const std::string& name,
 }
 
 /// A GGUF weight matrix W[out, in] (ggml dims {in, out}): F32 copied to an owned vector (checked
-/// finite); F16, BF16, Q8_0 and Q4_0 kept in their storage type as a view into the mapped file.
+/// finite); every other type ggml_weight_type decodes (F16, BF16, Q4_0 ... Q8_1, Q2_K ... Q6_K)
+/// kept in its storage type as a view into the mapped file.
 WeightMatrix gguf_matrix(const GgufFile& f, const std::string& name, std::uint64_t in, std::uint64_t out) {
   const GgufTensorInfo& t = f.tensor(name);
-  WeightType wt;
-  switch (static_cast<GgmlType>(t.type)) {
-    case GgmlType::F32: return WeightMatrix(gguf_tensor(f, name, {in, out}));
-    case GgmlType::F16: wt = WeightType::F16; break;
-    case GgmlType::BF16: wt = WeightType::BF16; break;
-    case GgmlType::Q8_0: wt = WeightType::Q8_0; break;
-    case GgmlType::Q4_0: wt = WeightType::Q4_0; break;
-    default:
-      throw Error(fmt::format("{}: tensor {} has unsupported type {} (supported: F32, F16, BF16, Q8_0, Q4_0)",
-                              f.path(), name, ggml_type_name(t.type)));
-  }
+  const std::optional<WeightType> wt = ggml_weight_type(t.type);
+  if (!wt)
+    throw Error(fmt::format("{}: tensor {} has unsupported type {} (supported: {})", f.path(), name,
+                            ggml_type_name(t.type), ggml_weight_type_names()));
+  if (*wt == WeightType::F32) return WeightMatrix(gguf_tensor(f, name, {in, out}));
   if (t.dims != std::vector<std::uint64_t>{in, out})
     throw Error(fmt::format("{}: tensor {} has shape [{}], expected [{}, {}]", f.path(), name,
                             fmt::join(t.dims, ", "), in, out));
-  return WeightMatrix::view(wt, f.tensor_bytes(t), static_cast<std::int64_t>(out), static_cast<std::int64_t>(in));
+  return WeightMatrix::view(*wt, f.tensor_bytes(t), static_cast<std::int64_t>(out), static_cast<std::int64_t>(in));
 }
 
 bool same_matrix(const WeightMatrix& a, const WeightMatrix& b) {

@@ -13,25 +13,67 @@ const char* weight_type_name(WeightType t) {
     case WeightType::BF16: return "BF16";
     case WeightType::Q8_0: return "Q8_0";
     case WeightType::Q4_0: return "Q4_0";
+    case WeightType::Q4_1: return "Q4_1";
+    case WeightType::Q5_0: return "Q5_0";
+    case WeightType::Q5_1: return "Q5_1";
+    case WeightType::Q8_1: return "Q8_1";
+    case WeightType::Q2_K: return "Q2_K";
+    case WeightType::Q3_K: return "Q3_K";
+    case WeightType::Q4_K: return "Q4_K";
+    case WeightType::Q5_K: return "Q5_K";
+    case WeightType::Q6_K: return "Q6_K";
   }
   return "?";
+}
+
+int weight_block_elements(WeightType t) {
+  switch (t) {
+    case WeightType::F32:
+    case WeightType::F16:
+    case WeightType::BF16: return 1;
+    case WeightType::Q8_0:
+    case WeightType::Q4_0:
+    case WeightType::Q4_1:
+    case WeightType::Q5_0:
+    case WeightType::Q5_1:
+    case WeightType::Q8_1: return 32;
+    case WeightType::Q2_K:
+    case WeightType::Q3_K:
+    case WeightType::Q4_K:
+    case WeightType::Q5_K:
+    case WeightType::Q6_K: return 256;
+  }
+  return 1;
+}
+
+std::size_t weight_block_bytes(WeightType t) {
+  switch (t) {
+    case WeightType::F32: return 4;
+    case WeightType::F16:
+    case WeightType::BF16: return 2;
+    case WeightType::Q8_0: return 34;
+    case WeightType::Q4_0: return 18;
+    case WeightType::Q4_1: return 20;
+    case WeightType::Q5_0: return 22;
+    case WeightType::Q5_1: return 24;
+    case WeightType::Q8_1: return 36;
+    case WeightType::Q2_K: return 84;
+    case WeightType::Q3_K: return 110;
+    case WeightType::Q4_K: return 144;
+    case WeightType::Q5_K: return 176;
+    case WeightType::Q6_K: return 210;
+  }
+  return 0;
 }
 
 std::size_t weight_row_bytes(WeightType t, std::int64_t cols) {
   if (cols < 0) throw Error(fmt::format("weight matrix: negative column count {}", cols));
   const std::size_t c = static_cast<std::size_t>(cols);
-  switch (t) {
-    case WeightType::F32: return 4 * c;
-    case WeightType::F16:
-    case WeightType::BF16: return 2 * c;
-    case WeightType::Q8_0:
-    case WeightType::Q4_0:
-      if (c % 32 != 0)
-        throw Error(fmt::format("weight matrix: {} rows need a multiple of 32 columns, got {}",
-                                weight_type_name(t), cols));
-      return c / 32 * (t == WeightType::Q8_0 ? 34 : 18);
-  }
-  return 0;
+  const std::size_t block = static_cast<std::size_t>(weight_block_elements(t));
+  if (c % block != 0)
+    throw Error(fmt::format("weight matrix: {} rows need a multiple of {} columns, got {}",
+                            weight_type_name(t), block, cols));
+  return c / block * weight_block_bytes(t);
 }
 
 WeightMatrix WeightMatrix::view(WeightType t, const void* data, std::int64_t rows,

@@ -1,7 +1,7 @@
 // A weight matrix W[rows, cols] (row-major, y = W x) in one of the storage types of model files:
-// float32, IEEE float16, bfloat16, or the ggml block quantisations Q8_0 / Q4_0. Either owns its
-// float32 values (llama2.c and f32 GGUF loaders, random test models) or views bytes owned
-// elsewhere (a memory-mapped checkpoint kept alive by Model::storage).
+// float32, IEEE float16, bfloat16, or a ggml block quantisation (Q4_0 ... Q8_1, K-quants Q2_K ...
+// Q6_K). Either owns its float32 values (llama2.c and f32 GGUF loaders, random test models) or
+// views bytes owned elsewhere (a memory-mapped checkpoint kept alive by Model::storage).
 #pragma once
 
 #include <cstddef>
@@ -10,18 +10,46 @@
 
 namespace kvcompact {
 
-/// Storage type of a weight matrix.
-/// Q8_0 (ggml block_q8_0): per 32 consecutive elements of a row, an f16 scale d then 32 int8 q;
-///   value = q * d (34 bytes per block).
-/// Q4_0 (ggml block_q4_0): per 32 elements, an f16 scale d then 16 bytes; byte j holds element j
-///   in its low nibble and element j + 16 in its high nibble; value = (nibble - 8) * d (18 bytes).
-enum class WeightType : std::uint8_t { F32, F16, BF16, Q8_0, Q4_0 };
+/// Storage type of a weight matrix. Block layouts are ggml's (ggml-common.h), little-endian, no
+/// padding; "f16" is an IEEE binary16 scale; values are computed in float32 as ggml's
+/// dequantize_row_* does. Every row is a whole number of blocks.
+/// Blocks of 32 elements (element j of the block; nibble(j) = qs[j] & 15 for j < 16, qs[j-16] >> 4
+/// for j >= 16; hbit(j) = bit j of the little-endian u32 qh):
+///   Q8_0: f16 d, int8 qs[32]; value = qs[j] * d (34 bytes).
+///   Q4_0: f16 d, qs[16]; value = (nibble(j) - 8) * d (18 bytes).
+///   Q4_1: f16 d, f16 m, qs[16]; value = nibble(j) * d + m (20 bytes).
+///   Q5_0: f16 d, qh[4], qs[16]; value = ((nibble(j) | hbit(j) << 4) - 16) * d (22 bytes).
+///   Q5_1: f16 d, f16 m, qh[4], qs[16]; value = (nibble(j) | hbit(j) << 4) * d + m (24 bytes).
+///   Q8_1: f16 d, f16 s (= d * sum qs, unused), int8 qs[32]; value = qs[j] * d (36 bytes).
+/// K-quants: super-blocks of 256 elements (element e; sub-block of 16 is = e / 16, of 32 is = e / 32):
+///   Q2_K: u8 scales[16], qs[64], f16 d, f16 dmin (84 bytes); 2-bit q = (qs[32 (e / 128) + e % 32]
+///     >> 2 ((e % 128) / 32)) & 3; value = d * (scales[e/16] & 15) * q - dmin * (scales[e/16] >> 4).
+///   Q3_K: hmask[32], qs[64], scales[12] (16 packed 6-bit scales), f16 d (110 bytes); q = 2 low bits as
+///     in Q2_K minus 4 unless bit (4 (e / 128) + (e % 128) / 32) of hmask[e % 32] is set; value =
+///     d * (scale(e / 16) - 32) * q.
+///   Q4_K: f16 d, f16 dmin, scales[12] (8 packed 6-bit scale/min pairs, ggml get_scale_min_k4),
+///     qs[128] (144 bytes); q = 4 bits of qs[32 (e / 64) + e % 32] (low nibble when e % 64 < 32);
+///     value = d * sc(e / 32) * q - dmin * min(e / 32).
+///   Q5_K: f16 d, f16 dmin, scales[12], qh[32], qs[128] (176 bytes); as Q4_K plus 16 * bit (e / 32)
+///     of qh[e % 32].
+///   Q6_K: ql[128], qh[64], int8 scales[16], f16 d (210 bytes); q = 4 low bits from ql and 2 high
+///     bits from qh (ggml dequantize_row_q6_K) minus 32; value = d * scales[e / 16] * q.
+/// The enumerators' values are not ggml's type ids (see GgmlType in io/gguf.h).
+enum class WeightType : std::uint8_t {
+  F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+};
 
-/// "F32", "F16", "BF16", "Q8_0", "Q4_0".
+/// "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", ..., "Q6_K" (ggml's names).
 const char* weight_type_name(WeightType t);
 
+/// Elements per block: 1 (F32, F16, BF16), 32 (Q4_0 ... Q8_1) or 256 (K-quants).
+int weight_block_elements(WeightType t);
+
+/// Bytes per block (4 for F32, 2 for F16/BF16, 34 for Q8_0, ..., 210 for Q6_K).
+std::size_t weight_block_bytes(WeightType t);
+
 /// Bytes of one row of `cols` elements. Throws Error when a quantised type's cols is not a
-/// multiple of its 32-element block.
+/// multiple of its block (32 or 256 elements).
 std::size_t weight_row_bytes(WeightType t, std::int64_t cols);
 
 /// A typed weight matrix. Constructed implicitly from std::vector<float> (owned float32 values of

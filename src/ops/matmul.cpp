@@ -20,6 +20,9 @@ void matmul_wt(const float* X, const float* W, float* Y, int n, int in, int out)
 }
 
 namespace {
+/// Up to this many rows of X, the typed matmul decodes and dots row by row instead of sgemm.
+constexpr int kFusedMaxTokens = 4;
+
 void check_shape(const WeightMatrix& W, int in, int out) {
   const bool ok = W.is_view() ? (W.rows() == out && W.cols() == in)
                               : W.size() == static_cast<std::size_t>(out) * static_cast<std::size_t>(in);
@@ -34,12 +37,33 @@ void matmul_wt(const float* X, const WeightMatrix& W, float* Y, int n, int in, i
   if (n <= 0 || out <= 0) return;
   if (W.type() == WeightType::F32) return matmul_wt(X, W.data(), Y, n, in, out);
   const std::size_t row_bytes = weight_row_bytes(W.type(), in);
+  const std::uint8_t* base = W.bytes();
+  if (n <= kFusedMaxTokens) {
+    // Few rows of X (token-by-token decoding): each weight row is decoded into a per-thread buffer
+    // that stays in cache and dotted with the n rows of X; no scratch matrix, no sgemm.
+#pragma omp parallel if (static_cast<long>(out) * in >= (1L << 15))
+    {
+      std::vector<float> row(static_cast<std::size_t>(in));
+#pragma omp for schedule(static)
+      for (int o = 0; o < out; ++o) {
+        dequantize_row(W.type(), base + static_cast<std::size_t>(o) * row_bytes, row.data(), in);
+        const float* w = row.data();
+        for (int i = 0; i < n; ++i) {
+          const float* x = X + static_cast<std::size_t>(i) * in;
+          float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+          for (int k = 0; k < in; ++k) acc += x[k] * w[k];
+          Y[static_cast<std::size_t>(i) * out + o] = acc;
+        }
+      }
+    }
+    return;
+  }
   // Rows per block: about 4 MiB of float32 scratch, at least 16 rows.
   const int block = std::max(16, std::min(out, static_cast<int>((std::size_t{1} << 20) / std::max(in, 1))));
   thread_local std::vector<float> scratch;
   if (scratch.size() < static_cast<std::size_t>(block) * in) scratch.resize(static_cast<std::size_t>(block) * in);
   float* S = scratch.data();
-  const std::uint8_t* base = W.bytes();
   for (int r0 = 0; r0 < out; r0 += block) {
     const int m = std::min(block, out - r0);
 #pragma omp parallel for schedule(static) if (static_cast<long>(m) * in >= (1L << 15))

@@ -12,9 +12,11 @@ namespace kvcompact {
 void matmul_wt(const float* X, const float* W, float* Y, int n, int in, int out);
 
 /// Y = X W^T for a typed weight matrix W [out, in] (WeightMatrix; an owned float32 matrix has
-/// out*in values). F32: cblas_sgemm directly. F16/BF16/Q8_0/Q4_0: blocks of W's rows are decoded
-/// to float32 into a thread-local scratch buffer (about 4 MiB, rows decoded in parallel) and each
-/// block multiplied with sgemm, so W stays in its storage type. X: [n, in], Y: [n, out].
+/// out*in values). F32: cblas_sgemm directly. Other types (F16, BF16, ggml blocks), n > 4: blocks
+/// of W's rows are decoded to float32 into a thread-local scratch buffer (about 4 MiB, rows decoded
+/// in parallel) and each block multiplied with sgemm, so W stays in its storage type; n <= 4
+/// (token-by-token decoding): each row of W is decoded into a small per-thread buffer and dotted
+/// with the rows of X (float accumulation, rows in parallel). X: [n, in], Y: [n, out].
 /// Throws Error when W's shape (or size) is not [out, in]. Reference twin: matmul_wt_typed_ref.
 void matmul_wt(const float* X, const WeightMatrix& W, float* Y, int n, int in, int out);
 
