@@ -230,5 +230,26 @@ TEST(QaEval, LongArticleIsTruncatedWithANote) {
   EXPECT_THROW(run_qa_eval(stories(), {a}, opt), Error);
 }
 
+// An option that encodes to no tokens (here the empty string) names the file, the line, the
+// article, the question and the option.
+TEST(QaEval, OptionWithoutTokensNamesFileAndLine) {
+  const auto arts = parse_qa_jsonl(
+      "\n" R"({"article_id": "a9", "article": "Lily saw a cat.", "questions": [{"question": "Who?", "options": ["Lily", "Tom"], "gold_label": 1}, {"question": "What?", "options": ["cat", ""], "gold_label": 1}]})",
+      "data/qa_empty_option.jsonl");
+  ASSERT_EQ(arts.size(), 1u);
+  QaEvalOptions opt;
+  opt.progress = false;
+  try {
+    tokenize_qa_article(stories(), arts[0], opt);
+    ADD_FAILURE() << "no Error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("data/qa_empty_option.jsonl:2:"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("article a9 question 2"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("option 2 (\"\") encodes to no tokens"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
 }  // namespace
 }  // namespace kvcompact

@@ -4,11 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <functional>
+#include <nlohmann/json.hpp>
 
 #include "hf_test_util.h"
 #include "io/error.h"
+#include "python_ref.h"
 
 namespace kvcompact {
 namespace {
@@ -114,6 +118,95 @@ TEST(Safetensors, CorruptFilesThrowErrorNamingFileAndTensor) {
   }, {"noofs.safetensors", "tensor t", "data_offsets"});
   expect_error([&] { SafetensorsFile f(raw_file(dir, "arr.safetensors", "[1,2]", d8)); }, {"arr.safetensors", "not a JSON object"});
   expect_error([&] { SafetensorsFile f(dir + "/nope.safetensors"); }, {"nope.safetensors"});
+}
+
+// Header rules against the Rust safetensors library (tests/ref/safetensors_check.py): every file
+// the library refuses, we refuse with an Error naming the file (and the tensor); every file it
+// reads, we read to the same names, dtypes, shapes, bytes and metadata. Where the library lets a
+// duplicate key pass (keeping the last, which the format forbids), we refuse.
+TEST(Safetensors, HeaderRulesMatchRustLibrary) {
+  ASSERT_TRUE(python_ready("safetensors numpy"));
+  const std::string dir = hf_tmp_dir("st_rust");
+  std::string d16(16, '\0');
+  for (std::size_t i = 0; i < d16.size(); ++i) d16[i] = static_cast<char>(i * 7 + 1);
+  const std::string d8 = d16.substr(0, 8);
+  const std::string t8 = R"("t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  struct Case {
+    std::string name, header, data;
+    std::vector<std::string> our_error;  // empty: we read it
+    bool stricter = false;               // we refuse what the library lets pass
+  };
+  const std::vector<Case> cases = {
+      {"ok", "{" + t8 + R"(,"__metadata__":{"format":"pt"}})", d8, {}},
+      {"dup_tensor_same", "{" + t8 + "," + t8 + "}", d8, {"tensor t appears twice"}, true},
+      {"dup_tensor_diff", "{" + t8 + R"(,"t":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", d16, {"tensor t appears twice"}},
+      {"dup_field", R"({"t":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}})", d8, {"'dtype' appears twice"}},
+      {"dup_metadata_key", R"({"__metadata__":{"a":"1","a":"2"},)" + t8 + "}", d8, {"'a' appears twice"}, true},
+      {"dup_metadata", "{" + t8 + R"(,"__metadata__":{"x":"y"},"__metadata__":{"x":"z"}})", d8, {"'__metadata__' appears twice"}},
+      {"hole", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+       d16.substr(0, 12), {"tensor b", "[4, 8)", "holes"}},
+      {"trailing_bytes", "{" + t8 + "}", d16, {"16 bytes", "cover 8"}},
+      {"overlap", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+       d16.substr(0, 12), {"overlap", "a [0, 8)", "b [4, 12)"}},
+      {"empty_inside", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})",
+       d8, {"overlap"}},
+      {"out_of_order", R"({"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", d8, {}},
+      {"zero_sized", R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"b":{"dtype":"F32","shape":[2,0],"data_offsets":[0,0]},)" + t8 + "}",
+       d8, {}},
+      {"beyond_file", R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", d8, {"tensor t", "[0, 16)"}},
+      {"size_mismatch", R"({"t":{"dtype":"F16","shape":[2],"data_offsets":[0,8]}})", d8, {"tensor t", "need 4"}},
+      {"meta_int", R"({"__metadata__":{"a":1},)" + t8 + "}", d8, {"__metadata__", "'a'", "not a string"}},
+      {"meta_null", R"({"__metadata__":null,)" + t8 + "}", d8, {}},
+      {"meta_list", R"({"__metadata__":["a"],)" + t8 + "}", d8, {"__metadata__"}},
+      {"float_offset", R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0.0,8]}})", d8, {"tensor t", "data_offsets"}},
+      {"float_shape", R"({"t":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", d8, {"tensor t", "shape"}},
+      {"unknown_dtype", R"({"t":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]}})", d8, {"tensor t", "'Q4'"}},
+      {"new_dtypes", R"({"c":{"dtype":"C64","shape":[1],"data_offsets":[0,8]},"e":{"dtype":"F8_E8M0","shape":[4],"data_offsets":[8,12]},)"
+                     R"("f":{"dtype":"F8_E4M3FNUZ","shape":[2],"data_offsets":[12,14]},"g":{"dtype":"F8_E5M2FNUZ","shape":[2],"data_offsets":[14,16]}})",
+       d16, {}},
+      {"padded_header", "{" + t8 + "}      ", d8, {}},
+      {"empty_header", "{}", "", {}},
+      {"extra_field", R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", d8, {}},
+  };
+  std::string args;
+  for (const auto& c : cases) {
+    raw_file(dir, c.name + ".safetensors", c.header, c.data);
+    args += " '" + dir + "/" + c.name + ".safetensors'";
+  }
+  const std::string out = dir + "/rust.json";
+  ASSERT_EQ(run_python_ref("safetensors_check.py", args, out), 0) << slurp(out + ".log");
+  const nlohmann::json ref = nlohmann::json::parse(slurp(out));
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = dir + "/" + c.name + ".safetensors";
+    const nlohmann::json& r = ref["files"][path];
+    if (c.our_error.empty()) {
+      ASSERT_TRUE(r["ok"].get<bool>()) << "the library refuses it: " << r["error"];
+      SafetensorsFile f(path);
+      ASSERT_EQ(f.tensors().size(), r["tensors"].size());
+      for (const auto& t : f.tensors()) {
+        const nlohmann::json& rt = r["tensors"][t.name];
+        EXPECT_EQ(t.dtype, rt["dtype"].get<std::string>()) << t.name;
+        EXPECT_EQ(t.shape, rt["shape"].get<std::vector<std::int64_t>>()) << t.name;
+        std::string hex;
+        for (std::uint64_t i = 0; i < t.end - t.begin; ++i) hex += fmt::format("{:02x}", t.data[i]);
+        EXPECT_EQ(hex, rt["data_hex"].get<std::string>()) << t.name;
+      }
+      const nlohmann::json want_meta = r["metadata"].is_null() ? nlohmann::json::object() : r["metadata"];
+      EXPECT_EQ(nlohmann::json(f.metadata()), want_meta);
+      continue;
+    }
+    EXPECT_EQ(r["ok"].get<bool>(), c.stricter) << (c.stricter ? "the library should let this pass"
+                                                              : "the library should refuse it");
+    std::vector<std::string> needles = c.our_error;
+    needles.push_back(c.name + ".safetensors");
+    expect_error([&] { SafetensorsFile f(path); }, needles);
+    try {
+      SafetensorsFile f(path);
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line: " << e.what();
+    }
+  }
 }
 
 TEST(Safetensors, ShardedIndex) {

@@ -68,6 +68,7 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     const std::string text = trim(read_text_file(o->context));
     const std::vector<int> ids = model.tokenizer->encode(text, /*add_bos=*/true);
     if (ids.size() < 2) throw Error(fmt::format("{}: the context encodes to {} tokens (need at least 2)", o->context, ids.size()));
+    warn_past_max_seq_len(static_cast<long long>(ids.size()), model.config.max_seq_len);
     Transformer transformer(model.config, model.weights);
     QueryPlan plan;
     plan.spec = co.method.queries;
@@ -120,7 +121,7 @@ int run_generate_from_cache(const GenerateFromCacheArgs& a, const CommonOptions&
   KvcFile f = load_cache_for(model, a.cache);
   Transformer transformer(model.config, model.weights);
   const uint64_t seed = a.seed ? a.seed : static_cast<uint64_t>(std::time(nullptr));
-  Sampler sampler(model.config.vocab_size, a.temperature, a.top_p, seed);
+  Sampler sampler(model.tokenizer->vocab_size(), a.temperature, a.top_p, seed);  // padded rows masked out
   std::function<void(std::string_view)> stream;
   if (!common.json)
     stream = [](std::string_view piece) {

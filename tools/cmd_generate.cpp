@@ -26,20 +26,25 @@ Runner register_logits(CLI::App& app, CommonOptions& common) {
   auto* cmd = app.add_subcommand("logits", "next-token distribution after a prompt (top K)");
   add_model_options(cmd, o->m);
   cmd->add_option("--prompt", o->prompt, "prompt text (encoded with BOS)");
-  cmd->add_option("--top", o->top, "how many of the most likely tokens to show")->check(positive_number());
+  cmd->add_option("--top", o->top, "how many of the most likely tokens to show (ids past the tokenizer's "
+                                   "vocabulary, a model's padding rows, are masked out)")->check(positive_number());
   add_common_options(cmd, common);
   return [o, &common] {
     Model model = load_model(o->m.model, o->m.tokenizer);
     Transformer transformer(model.config, model.weights);
     const std::vector<int> ids = model.tokenizer->encode(o->prompt, /*add_bos=*/true);
+    if (ids.empty()) throw Error("--prompt: the prompt encodes to no tokens");
+    warn_past_max_seq_len(static_cast<long long>(ids.size()), model.config.max_seq_len);
     KVCache cache = transformer.make_cache();
     const std::vector<float> logits = transformer.forward(ids, cache);
-    const int V = static_cast<int>(logits.size());
-    const float mx = *std::max_element(logits.begin(), logits.end());
+    // Rows of a padded vocabulary (ids >= the tokenizer's vocab_size, e.g. Qwen3's 151669..151935)
+    // are no tokens: they are masked out, as generate does (not shown, not in the softmax).
+    const int V = std::min(static_cast<int>(logits.size()), model.tokenizer->vocab_size());
+    const float mx = *std::max_element(logits.begin(), logits.begin() + V);
     double z = 0;
-    for (float l : logits) z += std::exp(static_cast<double>(l) - mx);
+    for (int i = 0; i < V; ++i) z += std::exp(static_cast<double>(logits[i]) - mx);
     const double log_z = mx + std::log(z);
-    std::vector<int> order(V);
+    std::vector<int> order(static_cast<std::size_t>(V));
     std::iota(order.begin(), order.end(), 0);
     const int k = std::min(o->top, V);
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
@@ -100,12 +105,12 @@ Runner register_generate(CLI::App& app, CommonOptions& common) {
     Model model = load_model(o->m.model, o->m.tokenizer);
     // generate() encodes with BOS: a template that writes the BOS token itself (Llama 3) must not
     // get a second one.
-    if (chat && model.tokenizer->bos_id() >= 0 && !chat->bos_token.empty() && prompt.starts_with(chat->bos_token))
+    if (chat && model.tokenizer->adds_bos() && !chat->bos_token.empty() && prompt.starts_with(chat->bos_token))
       prompt.erase(0, chat->bos_token.size());
     warn_past_max_seq_len(o->steps, model.config.max_seq_len);
     Transformer transformer(model.config, model.weights);
     uint64_t seed = o->seed ? o->seed : static_cast<uint64_t>(std::time(nullptr));
-    Sampler sampler(model.config.vocab_size, o->temperature, o->top_p, seed);
+    Sampler sampler(model.tokenizer->vocab_size(), o->temperature, o->top_p, seed);  // padded rows masked out
     std::function<void(std::string_view)> stream;
     if (!common.json)
       stream = [](std::string_view piece) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 
@@ -36,7 +37,8 @@ GeneratedAnswer generate_answer(const Model& model, const std::string& prompt, i
   int prev = ids.back();
   std::string text;
   for (int step = 0; step < max_new_tokens; ++step) {
-    const int next = argmax(logits.data(), model.config.vocab_size);
+    // Padded vocabulary rows past the tokenizer's ids are masked out.
+    const int next = argmax(logits.data(), std::min(model.config.vocab_size, tok.vocab_size()));
     if (next == tok.eos_id() || next == tok.bos_id()) {
       out.stopped = true;
       break;

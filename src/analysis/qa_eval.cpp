@@ -58,7 +58,8 @@ std::vector<std::vector<int>> encode_options(const Tokenizer& tok, const std::ve
   std::vector<std::vector<int>> out;
   for (std::size_t i = 0; i < options.size(); ++i) {
     out.push_back(tok.encode(options[i], /*add_bos=*/false));
-    if (out.back().empty()) throw Error(fmt::format("qa-eval: option {} encodes to no tokens", i + 1));
+    if (out.back().empty())
+      throw Error(fmt::format("option {} ({}) encodes to no tokens", i + 1, nlohmann::json(options[i]).dump()));
   }
   return out;
 }
@@ -203,7 +204,8 @@ QaArticleTokens tokenize_qa_article(const Model& model, const QaArticle& art, co
     try {
       t.option_ids.push_back(encode_options(tok, art.questions[q].options));
     } catch (const Error& e) {
-      throw Error(fmt::format("article {} (line {}) question {}: {}", art.id, art.line, q + 1, e.what()));
+      throw Error(fmt::format("{}:{}: article {} question {}: {}", art.file.empty() ? "(QA data)" : art.file, art.line,
+                              art.id, q + 1, e.what()));
     }
     int longest = options.max_answer_tokens + 1;
     for (const auto& o : t.option_ids.back()) longest = std::max(longest, static_cast<int>(o.size()));

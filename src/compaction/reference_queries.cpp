@@ -116,7 +116,9 @@ ReferenceQueries self_study_queries(const Transformer& model, const Tokenizer& t
   opt.observer = &collector;
   for (int s = 0; s < o.count; ++s) {
     KVCache cache = context_cache;
-    Sampler sampler(model.config().vocab_size, o.temperature, o.top_p, seed * 7919 + s + 1);
+    // Sized by the tokenizer: padded vocabulary rows (no token) are never drawn.
+    Sampler sampler(std::min(model.config().vocab_size, tokenizer.vocab_size()), o.temperature, o.top_p,
+                    seed * 7919 + s + 1);
     std::vector<float> logits(last_logits.begin(), last_logits.end());
     if (!o.prompts.empty()) {
       const std::vector<int> prompt = tokenizer.encode(o.prompts[s % o.prompts.size()], false);

@@ -25,18 +25,23 @@ int unicode_to_byte(std::uint32_t cp);
 /// Appends the byte-level form of raw bytes (each byte as the UTF-8 of byte_to_unicode(byte)).
 void append_byte_level(std::string& out, std::string_view bytes);
 
-/// A BPE vocabulary with ranked merges. Words are split into Unicode characters (code points of
-/// UTF-8 text; invalid bytes are single symbols), then the adjacent pair with the lowest merge rank
-/// (leftmost on ties) is merged until no pair has a rank, as in Hugging Face tokenizers'
-/// BPE::merge_word. Symbols missing from the vocabulary become `<0xNN>` byte tokens
-/// (byte_fallback, when all those exist), else the unk token, else are dropped.
+/// A BPE vocabulary with ranked merges, as Hugging Face tokenizers' `BPE::merge_word` runs it
+/// (tokenizers/src/models/bpe/model.rs). A word is split into Unicode characters (code points of
+/// UTF-8 text; an invalid byte is one symbol); each becomes a symbol: its vocabulary id; else, with
+/// byte_fallback and every byte's `<0xNN>` token present, one symbol per byte; else the unk token
+/// (with fuse_unk, a run of consecutive unknown characters is one unk symbol; as in the library, an
+/// unk run is emitted when the next in-vocabulary character or the end of the word comes, so byte
+/// symbols met in between come first); else nothing. Then the adjacent pair with the lowest merge
+/// rank (leftmost on ties) is merged until no pair has a rank; byte and unk symbols take part in
+/// merges like any other. Only the model vocabulary counts (added tokens are not part of it).
 /// Thread-safe: encode_word may be called concurrently (the word cache is locked).
 class BpeModel {
  public:
   struct Options {
-    bool byte_fallback = false;  ///< unknown symbols -> <0xNN> tokens (SentencePiece style)
+    bool byte_fallback = false;  ///< unknown characters -> <0xNN> tokens (SentencePiece style)
+    bool fuse_unk = false;       ///< consecutive unknown characters -> one unk token
     bool ignore_merges = false;  ///< a word that is itself in the vocabulary is one token
-    std::string unk_token;       ///< empty: none
+    std::string unk_token;       ///< empty: none (unknown characters are dropped)
   };
 
   /// vocab: token -> id (ids need not be contiguous); merges: pairs (left, right) in rank order.
@@ -45,14 +50,17 @@ class BpeModel {
   BpeModel(std::unordered_map<std::string, int> vocab, const std::vector<std::pair<std::string, std::string>>& merges,
            Options options, const std::string& source);
 
-  /// Appends the token ids of one pre-tokenized word.
+  /// Appends the token ids of one pre-tokenized word. Throws Error (naming the source) when an
+  /// unknown character needs the unk token and unk_token is not in the vocabulary (the library's
+  /// UnkTokenOutOfVocabulary).
   void encode_word(std::string_view word, std::vector<int>& out) const;
 
-  /// Id of a token, or -1.
+  /// Id of a model vocabulary token, or -1.
   int token_id(std::string_view token) const;
-  /// Adds (or overrides) a token -> id entry; used for added tokens. Not thread-safe.
-  void add_token(const std::string& token, int id);
-  /// token -> id map (model vocabulary plus added tokens).
+  /// Number of vocabulary entries (the library's get_vocab_size, which is not 1 + the largest id
+  /// when ids have gaps).
+  std::size_t size() const { return vocab_.size(); }
+  /// token -> id map of the model vocabulary.
   const std::unordered_map<std::string, int>& vocab() const { return vocab_; }
 
  private:
@@ -70,6 +78,7 @@ class BpeModel {
   Options options_;
   std::array<int, 256> byte_tokens_{};  ///< id of <0xNN>, -1 if missing
   int unk_id_ = -1;
+  std::string source_;
 
   static constexpr std::size_t kMaxCachedWordBytes = 256;
   static constexpr std::size_t kMaxCacheEntries = 1 << 17;

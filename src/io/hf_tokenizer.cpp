@@ -1,5 +1,6 @@
 // tokenizer.json pipeline; see hf_tokenizer.h. Behaviour follows the Hugging Face tokenizers
-// library as implemented by @huggingface/tokenizers (the reference the tests compare against).
+// library (Rust; tokenizers/src/tokenizer/added_vocabulary.rs, normalizer.rs, pre_tokenizers/,
+// models/bpe/), the reference the tests compare against (tests/ref/hf_tokenize.py).
 #include "io/hf_tokenizer.h"
 
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 
 #include "io/bpe_tokenizer.h"
@@ -59,23 +61,16 @@ std::string get_string(const json& j, const char* key, const std::string& dflt) 
   return (it == j.end() || it->is_null()) ? dflt : it->get<std::string>();
 }
 
-/// JS String.prototype.trimEnd / trimStart.
-std::string trim_end_js(const std::string& s) {
-  std::size_t end = 0, i = 0;
-  while (i < s.size()) {
-    const std::uint32_t c = utf8::next(s, i);
-    if (!utf8::is_js_space(c)) end = i;
+/// The pattern text as a regex that matches it literally (the library's regex::escape for a
+/// Split pattern given as a String).
+std::string regex_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x80 && !std::isalnum(u)) out += '\\';
+    out += c;
   }
-  return s.substr(0, end);
-}
-std::string trim_start_js(const std::string& s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    std::size_t j = i;
-    if (!utf8::is_js_space(utf8::next(s, j))) break;
-    i = j;
-  }
-  return s.substr(i);
+  return out;
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
@@ -90,66 +85,111 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return out;
 }
 
+/// Byte length of the white space (Unicode White_Space) run at the start of s.
+std::size_t leading_space(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    std::size_t j = i;
+    if (!utf8::is_white_space(utf8::next(s, j))) break;
+    i = j;
+  }
+  return i;
+}
+
+/// Start of the white space run at the end of s (s.size() when there is none).
+std::size_t trailing_space_start(std::string_view s) {
+  std::size_t start = 0, i = 0;
+  while (i < s.size()) {
+    const std::uint32_t c = utf8::next(s, i);
+    if (!utf8::is_white_space(c)) start = i;
+  }
+  return start;
+}
+
+/// The code point that ends s / starts s (0xFFFFFFFF for an empty string).
+std::uint32_t last_char(std::string_view s) {
+  std::size_t i = s.size();
+  while (i > 0 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) --i;
+  if (i > 0) --i;
+  std::size_t j = i;
+  return s.empty() ? 0xFFFFFFFFu : utf8::next(s, j);
+}
+std::uint32_t first_char(std::string_view s) {
+  std::size_t i = 0;
+  return s.empty() ? 0xFFFFFFFFu : utf8::next(s, i);
+}
+
 struct AddedToken {
   std::string content;
   int id = 0;
-  bool special = false, lstrip = false, rstrip = false, normalized = false;
+  bool special = false, lstrip = false, rstrip = false, normalized = true, single_word = false;
+  bool operator==(const AddedToken& o) const {
+    return content == o.content && special == o.special && lstrip == o.lstrip && rstrip == o.rstrip &&
+           normalized == o.normalized && single_word == o.single_word;
+  }
 };
 
-/// Leftmost-longest matcher over a set of added tokens (the reference's DictionarySplitter).
-class AddedSplitter {
+/// Leftmost-longest matcher over a set of added-token patterns (the library builds a
+/// daachorse Aho-Corasick automaton with MatchKind::LeftmostLongest).
+class AddedMatcher {
  public:
-  void add(const std::string& content, int index) {
-    if (content.empty()) return;
-    by_first_[static_cast<unsigned char>(content[0])].push_back({content, index});
+  void add(const std::string& pattern, int index) {
+    if (pattern.empty()) return;
+    by_first_[static_cast<unsigned char>(pattern[0])].push_back({pattern, index});
   }
   void finish() {
     for (auto& v : by_first_) {
       std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
     }
   }
-  bool empty() const {
-    return std::all_of(by_first_.begin(), by_first_.end(), [](const auto& v) { return v.empty(); });
-  }
-  /// Pieces of text: {text, added token index or -1}.
-  std::vector<std::pair<std::string, int>> split(const std::string& text) const {
-    std::vector<std::pair<std::string, int>> out;
-    std::size_t start = 0;
-    for (std::size_t i = 0; i < text.size();) {
-      int hit = -1;
-      std::size_t len = 0;
+  /// The leftmost match at or after `from`, the longest there: {begin, end, index}; index -1 when none.
+  std::tuple<std::size_t, std::size_t, int> next(std::string_view text, std::size_t from) const {
+    for (std::size_t i = from; i < text.size(); ++i) {
       for (const auto& [c, idx] : by_first_[static_cast<unsigned char>(text[i])]) {
-        if (text.compare(i, c.size(), c) == 0) {
-          hit = idx;
-          len = c.size();
-          break;
-        }
+        if (text.compare(i, c.size(), c) == 0) return {i, i + c.size(), idx};
       }
-      if (hit < 0) {
-        ++i;
-        continue;
-      }
-      if (i > start) out.emplace_back(text.substr(start, i - start), -1);
-      out.emplace_back(text.substr(i, len), hit);
-      i += len;
-      start = i;
     }
-    if (start < text.size()) out.emplace_back(text.substr(start), -1);
-    return out;
+    return {text.size(), text.size(), -1};
   }
 
  private:
   std::array<std::vector<std::pair<std::string, int>>, 256> by_first_;
 };
 
-/// Applies lstrip/rstrip of the added tokens to their neighbours.
-void strip_around(std::vector<std::pair<std::string, int>>& parts, const std::vector<AddedToken>& added) {
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    if (parts[i].second < 0) continue;
-    const AddedToken& t = added[static_cast<std::size_t>(parts[i].second)];
-    if (t.lstrip && i > 0 && parts[i - 1].second < 0) parts[i - 1].first = trim_end_js(parts[i - 1].first);
-    if (t.rstrip && i + 1 < parts.size() && parts[i + 1].second < 0) parts[i + 1].first = trim_start_js(parts[i + 1].first);
+/// A slice [begin, end) of a string; `added` is the added token it is, or -1 for plain text.
+struct Span {
+  std::size_t begin, end;
+  int added;
+};
+
+/// The library's AddedVocabulary::find_matches: the added tokens found in `sentence` and the text
+/// between them, covering it. A `single_word` match next to a word character (\w) on either side
+/// is skipped; `lstrip` / `rstrip` make the white space before / after a match part of it (never
+/// reaching back into the previous match).
+std::vector<Span> find_added(std::string_view sentence, const AddedMatcher& matcher,
+                             const std::vector<AddedToken>& added) {
+  std::vector<Span> out;
+  std::size_t start_offset = 0;
+  for (std::size_t from = 0;;) {
+    auto [mb, me, idx] = matcher.next(sentence, from);
+    if (idx < 0) break;
+    from = me;  // the automaton resumes after the match, whatever is done with it
+    const AddedToken& t = added[static_cast<std::size_t>(idx)];
+    std::size_t start = mb, stop = me;
+    if (t.single_word) {
+      const bool start_space = start == 0 || !is_word_char(last_char(sentence.substr(0, start)));
+      const bool stop_space = stop == sentence.size() || !is_word_char(first_char(sentence.substr(stop)));
+      if (!start_space || !stop_space) continue;
+    }
+    if (t.lstrip) start = std::max(trailing_space_start(sentence.substr(0, start)), start_offset);
+    if (t.rstrip) stop += leading_space(sentence.substr(stop));
+    start = std::max(start, start_offset);  // only reachable after an rstrip token: no text overlaps
+    if (start_offset < start) out.push_back({start_offset, start, -1});
+    out.push_back({start, stop, idx});
+    start_offset = stop;
   }
+  if (start_offset < sentence.size()) out.push_back({start_offset, sentence.size(), -1});
+  return out;
 }
 
 struct NormStep {
@@ -158,16 +198,106 @@ struct NormStep {
   std::shared_ptr<UnicodeRegex> regex;
 };
 
+/// SplitDelimiterBehavior of the library.
+enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
+
+/// A piece of text during pre-tokenization; at_start: it begins at offset 0 of the original text
+/// (the library's `offsets_original().0 == 0`, which Metaspace's prepend_scheme "first" tests).
+struct Piece {
+  std::string text;
+  bool at_start = false;
+};
+
+/// NormalizedString::split of the library: `matches` (ascending, non-overlapping) and the text
+/// between them, with `invert` swapping the two, combined by `behavior`; empty pieces dropped.
+void split_piece(const Piece& p, const std::vector<std::pair<std::size_t, std::size_t>>& matches,
+                 SplitBehavior behavior, bool invert, std::vector<Piece>& out) {
+  struct Seg {
+    std::size_t b, e;
+    bool match;
+  };
+  std::vector<Seg> segs;
+  std::size_t prev = 0;
+  for (auto [b, e] : matches) {
+    if (prev != b) segs.push_back({prev, b, invert});
+    segs.push_back({b, e, !invert});
+    prev = e;
+  }
+  if (prev != p.text.size()) segs.push_back({prev, p.text.size(), invert});
+  std::vector<Seg> kept;  // `match` now means: remove
+  switch (behavior) {
+    case SplitBehavior::kIsolated:
+      for (Seg s : segs) kept.push_back({s.b, s.e, false});
+      break;
+    case SplitBehavior::kRemoved:
+      kept = segs;
+      break;
+    case SplitBehavior::kContiguous: {
+      bool previous = false;
+      for (const Seg& s : segs) {
+        if (s.match == previous && !kept.empty()) kept.back().e = s.e;
+        else kept.push_back({s.b, s.e, false});
+        previous = s.match;
+      }
+      break;
+    }
+    case SplitBehavior::kMergedWithPrevious: {
+      bool previous = false;
+      for (const Seg& s : segs) {
+        if (s.match && !previous && !kept.empty()) kept.back().e = s.e;
+        else kept.push_back({s.b, s.e, false});
+        previous = s.match;
+      }
+      break;
+    }
+    case SplitBehavior::kMergedWithNext: {
+      bool previous = false;
+      for (auto it = segs.rbegin(); it != segs.rend(); ++it) {
+        if (it->match && !previous && !kept.empty()) kept.back().b = it->b;
+        else kept.push_back({it->b, it->e, false});
+        previous = it->match;
+      }
+      std::reverse(kept.begin(), kept.end());
+      break;
+    }
+  }
+  for (const Seg& s : kept) {
+    if (s.match || s.e <= s.b) continue;
+    out.push_back({p.text.substr(s.b, s.e - s.b), p.at_start && s.b == 0});
+  }
+}
+
 struct PreStep {
   enum Kind { kSplit, kByteLevel, kMetaspace } kind = kSplit;
   std::shared_ptr<UnicodeRegex> regex;
-  bool removed = false;           // Split: drop the matches (else isolate them)
-  bool invert = false;            // Split: keep only the matches
-  bool add_prefix_space = false;  // ByteLevel
-  bool use_regex = true;          // ByteLevel
-  std::string replacement;        // Metaspace
-  std::string prepend_scheme;     // Metaspace: always / first / never
+  SplitBehavior behavior = SplitBehavior::kIsolated;  // Split
+  bool invert = false;                                // Split
+  bool add_prefix_space = false;                      // ByteLevel
+  bool use_regex = true;                              // ByteLevel
+  std::string replacement;                            // Metaspace
+  std::string prepend_scheme;                         // Metaspace: always / first / never
+  bool split = true;                                  // Metaspace
 };
+
+/// Metaspace's settings as the library reads them (pre-tokenizer and decoder alike):
+/// `replacement` (required, one character), `prepend_scheme` (default "always"), legacy
+/// `add_prefix_space` (false requires prepend_scheme "never"), `split` (default true).
+void read_metaspace(const json& p, PreStep& st, const std::function<Error(const std::string&)>& fail) {
+  if (!p.contains("replacement") || !p["replacement"].is_string()) throw fail("Metaspace: missing field `replacement`");
+  st.replacement = p["replacement"].get<std::string>();
+  std::size_t i = 0;
+  if (st.replacement.empty() || (utf8::next(st.replacement, i), i != st.replacement.size())) {
+    throw fail(fmt::format("Metaspace: replacement '{}' is not one character", st.replacement));
+  }
+  st.prepend_scheme = get_string(p, "prepend_scheme", "always");
+  if (st.prepend_scheme != "always" && st.prepend_scheme != "first" && st.prepend_scheme != "never") {
+    throw fail(fmt::format("Metaspace: unknown prepend_scheme '{}' (always, first, never)", st.prepend_scheme));
+  }
+  if (p.contains("add_prefix_space") && p["add_prefix_space"].is_boolean() && !p["add_prefix_space"].get<bool>()) {
+    if (st.prepend_scheme != "never") throw fail("Metaspace: add_prefix_space does not match declared prepend_scheme");
+  }
+  st.split = get_bool(p, "split", true);
+}
 
 enum class DecoderKind { kByteLevel, kSentencePiece, kPlain };
 
@@ -177,24 +307,30 @@ struct HfTokenizer::Impl {
   std::string path;
   std::unique_ptr<BpeModel> model;
   std::vector<std::string> pieces;  // id -> piece
-  std::vector<AddedToken> added;
-  std::unordered_map<int, int> added_by_id;  // id -> index in added
-  AddedSplitter raw_splitter, normalized_splitter;
+  std::vector<AddedToken> added;    // by index; ids as the library assigns them
+  std::unordered_map<std::string, int> added_by_content;  // content -> index in added
+  std::unordered_map<int, int> added_by_id;               // id -> index in added
+  AddedMatcher raw_matcher, normalized_matcher;
   std::vector<NormStep> norm;
   bool has_normalizer = false;
   std::vector<PreStep> pre;
-  std::vector<std::string> template_single;  // post-processor: "$A" or a special token string
+  // post-processor: single template; an empty item is "$A", else a special token's ids
+  std::vector<std::vector<int>> template_single;
   bool has_template = false;
   DecoderKind decoder = DecoderKind::kPlain;
-  bool strip_first_space = false;
+  bool strip_first_space = false;       // Sequence decoder with Strip(' ', 1, 0)
+  bool metaspace_drop_first = false;    // Metaspace decoder: prepend_scheme != never
   std::string metaspace_replacement = kMetaspace;
   int bos = -1, eos = -1;
+  std::vector<int> bos_prefix;  // what encode(text, true) puts in front
 
   std::string normalize(std::string s) const {
     for (const NormStep& st : norm) {
       switch (st.kind) {
         case NormStep::kNfc: s = nfc_normalize(s); break;
-        case NormStep::kPrepend: s = st.a + s; break;
+        case NormStep::kPrepend:
+          if (!s.empty()) s = st.a + s;
+          break;
         case NormStep::kReplaceString: s = replace_all(std::move(s), st.a, st.b); break;
         case NormStep::kReplaceRegex: {
           std::string out;
@@ -213,45 +349,44 @@ struct HfTokenizer::Impl {
     return s;
   }
 
-  std::vector<std::string> pre_tokenize(const std::string& text, std::size_t section_index) const {
-    std::vector<std::string> parts{text};
+  std::vector<Piece> pre_tokenize(Piece piece) const {
+    std::vector<Piece> parts{std::move(piece)};
     for (const PreStep& st : pre) {
-      std::vector<std::string> next;
-      for (std::string& p : parts) {
+      std::vector<Piece> next;
+      for (Piece& p : parts) {
         switch (st.kind) {
-          case PreStep::kSplit: {
-            std::size_t pos = 0;
-            for (auto [b, e] : st.regex->find_all(p)) {
-              if (!st.invert && b > pos) next.push_back(p.substr(pos, b - pos));  // the text between matches
-              if (!st.removed && e > b) next.push_back(p.substr(b, e - b));
-              pos = e;
-            }
-            if (!st.invert && pos < p.size()) next.push_back(p.substr(pos));
+          case PreStep::kSplit:
+            split_piece(p, st.regex->find_all(p.text), st.behavior, st.invert, next);
             break;
-          }
           case PreStep::kByteLevel: {
-            std::string s = p;
-            if (st.add_prefix_space && (s.empty() || s[0] != ' ')) s = " " + s;
+            Piece q = p;
+            if (st.add_prefix_space && (q.text.empty() || q.text[0] != ' ')) q.text = " " + q.text;
             static const UnicodeRegex gpt2(
                 R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)", "ByteLevel");
-            if (st.use_regex) {
-              for (auto [b, e] : gpt2.find_all(s)) {
-                std::string w;
-                append_byte_level(w, std::string_view(s).substr(b, e - b));
-                next.push_back(std::move(w));
-              }
-            } else {
-              std::string w;
-              append_byte_level(w, s);
-              next.push_back(std::move(w));
+            std::vector<Piece> words;
+            if (st.use_regex) split_piece(q, gpt2.find_all(q.text), SplitBehavior::kIsolated, false, words);
+            else if (!q.text.empty()) words.push_back(q);
+            for (Piece& w : words) {
+              std::string b;
+              append_byte_level(b, w.text);
+              next.push_back({std::move(b), w.at_start});
             }
             break;
           }
           case PreStep::kMetaspace: {
-            std::string s = replace_all(p, " ", st.replacement);
-            const bool prepend = st.prepend_scheme == "always" || (st.prepend_scheme == "first" && section_index == 0);
+            std::string s = replace_all(p.text, " ", st.replacement);
+            const bool prepend = st.prepend_scheme == "always" || (st.prepend_scheme == "first" && p.at_start);
             if (prepend && s.compare(0, st.replacement.size(), st.replacement) != 0) s = st.replacement + s;
-            next.push_back(std::move(s));
+            Piece q{std::move(s), p.at_start};
+            if (!st.split) {
+              next.push_back(std::move(q));
+              break;
+            }
+            std::vector<std::pair<std::size_t, std::size_t>> hits;
+            for (std::size_t f = 0; (f = q.text.find(st.replacement, f)) != std::string::npos; f += st.replacement.size()) {
+              hits.emplace_back(f, f + st.replacement.size());
+            }
+            split_piece(q, hits, SplitBehavior::kMergedWithNext, false, next);
             break;
           }
         }
@@ -263,30 +398,31 @@ struct HfTokenizer::Impl {
 
   std::vector<int> encode_text(std::string_view text_view) const {
     std::vector<int> ids;
-    const std::string text(text_view);
-    auto sections = raw_splitter.split(text);
-    strip_around(sections, added);
-    for (std::size_t si = 0; si < sections.size(); ++si) {
-      const auto& [sec, idx] = sections[si];
-      if (sec.empty()) continue;
-      if (idx >= 0) {
-        ids.push_back(added[static_cast<std::size_t>(idx)].id);
+    const std::string text = utf8::to_valid(text_view);
+    for (const Span& s1 : find_added(text, raw_matcher, added)) {
+      if (s1.added >= 0) {
+        ids.push_back(added[static_cast<std::size_t>(s1.added)].id);
         continue;
       }
-      const std::string normalized = normalize(sec);
-      if (normalized.empty()) continue;
-      auto subs = normalized_splitter.split(normalized);
-      strip_around(subs, added);
-      for (const auto& [sub, sidx] : subs) {
-        if (sub.empty()) continue;
-        if (sidx >= 0) {
-          ids.push_back(added[static_cast<std::size_t>(sidx)].id);
+      if (s1.end <= s1.begin) continue;
+      const std::string normalized = normalize(text.substr(s1.begin, s1.end - s1.begin));
+      for (const Span& s2 : find_added(normalized, normalized_matcher, added)) {
+        if (s2.added >= 0) {
+          ids.push_back(added[static_cast<std::size_t>(s2.added)].id);
           continue;
         }
-        for (const std::string& w : pre_tokenize(sub, si)) model->encode_word(w, ids);
+        if (s2.end <= s2.begin) continue;
+        Piece p{normalized.substr(s2.begin, s2.end - s2.begin), s1.begin == 0 && s2.begin == 0};
+        for (const Piece& w : pre_tokenize(std::move(p))) model->encode_word(w.text, ids);
       }
     }
     return ids;
+  }
+
+  int token_id(std::string_view t) const {
+    auto it = added_by_content.find(std::string(t));
+    if (it != added_by_content.end()) return added[static_cast<std::size_t>(it->second)].id;
+    return model->token_id(t);
   }
 };
 
@@ -344,6 +480,7 @@ HfTokenizer::HfTokenizer(const nlohmann::json& j, const std::string& path, const
     }
     BpeModel::Options opt;
     opt.byte_fallback = get_bool(mj, "byte_fallback", false);
+    opt.fuse_unk = get_bool(mj, "fuse_unk", false);
     opt.ignore_merges = get_bool(mj, "ignore_merges", false);
     opt.unk_token = get_string(mj, "unk_token", "");
     m.pieces.assign(static_cast<std::size_t>(max_id + 1), std::string());
@@ -351,16 +488,30 @@ HfTokenizer::HfTokenizer(const nlohmann::json& j, const std::string& path, const
     m.model = std::make_unique<BpeModel>(std::move(vocab), merges, opt, path);
 
     // ---- added tokens ----
+    // As the library's AddedVocabulary::add_tokens: in file order; a content already in the
+    // model vocabulary (or added before) keeps that id, a new one gets the next id after the
+    // model vocabulary; the file's "id" is not used (the library only warns when it differs).
     if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
+      int next_id = static_cast<int>(m.model->size());
       for (const json& a : j["added_tokens"]) {
         AddedToken t;
         t.content = a.at("content").get<std::string>();
-        t.id = a.at("id").get<int>();
-        if (t.id < 0) throw fail(fmt::format("added token '{}' has negative id {}", t.content, t.id));
         t.special = get_bool(a, "special", false);
         t.lstrip = get_bool(a, "lstrip", false);
         t.rstrip = get_bool(a, "rstrip", false);
+        t.single_word = get_bool(a, "single_word", false);
         t.normalized = get_bool(a, "normalized", !t.special);
+        if (t.content.empty()) continue;
+        auto known = m.added_by_content.find(t.content);
+        if (known != m.added_by_content.end()) {
+          AddedToken& old = m.added[static_cast<std::size_t>(known->second)];
+          t.id = old.id;
+          old = t;  // same content again: the later flags replace the earlier ones
+          continue;
+        }
+        const int model_id = m.model->token_id(t.content);
+        t.id = model_id >= 0 ? model_id : next_id++;
+        m.added_by_content.emplace(t.content, static_cast<int>(m.added.size()));
         m.added.push_back(t);
       }
     }
@@ -410,18 +561,19 @@ HfTokenizer::HfTokenizer(const nlohmann::json& j, const std::string& path, const
           re = pat["Regex"].get<std::string>();
         } else if (pat.contains("String")) {
           // Literal string: quote it.
-          re = "\\Q" + pat["String"].get<std::string>() + "\\E";
+          re = regex_escape(pat["String"].get<std::string>());
         } else {
           throw fail("Split pre-tokenizer pattern is neither String nor Regex");
         }
         st.regex = std::make_shared<UnicodeRegex>(re, path);
         st.invert = get_bool(p, "invert", false);
-        const std::string behavior = get_string(p, "behavior", "Isolated");
-        if (behavior == "Removed") {
-          st.removed = true;
-        } else if (behavior != "Isolated") {
-          throw fail(fmt::format("unsupported Split behavior '{}' (supported: Isolated, Removed)", behavior));
-        }
+        const std::string behavior = get_string(p, "behavior", "");
+        if (behavior == "Removed") st.behavior = SplitBehavior::kRemoved;
+        else if (behavior == "Isolated") st.behavior = SplitBehavior::kIsolated;
+        else if (behavior == "MergedWithPrevious") st.behavior = SplitBehavior::kMergedWithPrevious;
+        else if (behavior == "MergedWithNext") st.behavior = SplitBehavior::kMergedWithNext;
+        else if (behavior == "Contiguous") st.behavior = SplitBehavior::kContiguous;
+        else throw fail(fmt::format("unknown Split behavior '{}'", behavior));
         m.pre.push_back(std::move(st));
       } else if (pt == "ByteLevel") {
         PreStep st;
@@ -432,10 +584,7 @@ HfTokenizer::HfTokenizer(const nlohmann::json& j, const std::string& path, const
       } else if (pt == "Metaspace") {
         PreStep st;
         st.kind = PreStep::kMetaspace;
-        st.replacement = get_string(p, "replacement", kMetaspace);
-        std::string scheme = get_string(p, "prepend_scheme", "");
-        if (scheme.empty()) scheme = get_bool(p, "add_prefix_space", true) ? "always" : "never";
-        st.prepend_scheme = scheme;
+        read_metaspace(p, st, fail);
         m.pre.push_back(std::move(st));
       } else {
         throw fail(fmt::format("unsupported pre-tokenizer type '{}' (supported: Split, ByteLevel, Metaspace, Sequence)", pt));
@@ -454,14 +603,19 @@ HfTokenizer::HfTokenizer(const nlohmann::json& j, const std::string& path, const
       } else if (pt == "TemplateProcessing") {
         if (m.has_template) throw fail("more than one TemplateProcessing post-processor");
         m.has_template = true;
+        const json& specials = p.contains("special_tokens") ? p["special_tokens"] : json::object();
         for (const json& item : p.at("single")) {
           if (item.contains("SpecialToken")) {
+            // The ids come from the processor's own special_tokens map, as in the library.
             const std::string tok = item["SpecialToken"].at("id").get<std::string>();
-            m.template_single.push_back(tok);
+            if (!specials.contains(tok)) throw fail(fmt::format("TemplateProcessing: missing SpecialToken '{}'", tok));
+            std::vector<int> ids = specials[tok].at("ids").get<std::vector<int>>();
+            if (ids.empty()) throw fail(fmt::format("TemplateProcessing: SpecialToken '{}' has no ids", tok));
+            m.template_single.push_back(std::move(ids));
           } else if (item.contains("Sequence")) {
             const std::string seq = item["Sequence"].at("id").get<std::string>();
             if (seq != "A") throw fail("TemplateProcessing single template uses sequence " + seq);
-            m.template_single.push_back("$A");
+            m.template_single.emplace_back();
           }
         }
       } else {
@@ -478,10 +632,10 @@ HfTokenizer::HfTokenizer(const nlohmann::json& j, const std::string& path, const
         m.decoder = DecoderKind::kByteLevel;
       } else if (dt == "Metaspace") {
         m.decoder = DecoderKind::kSentencePiece;
-        m.metaspace_replacement = get_string(d, "replacement", kMetaspace);
-        std::string scheme = get_string(d, "prepend_scheme", "");
-        if (scheme.empty()) scheme = get_bool(d, "add_prefix_space", true) ? "always" : "never";
-        m.strip_first_space = scheme != "never";
+        PreStep st;
+        read_metaspace(d, st, fail);
+        m.metaspace_replacement = st.replacement;
+        m.metaspace_drop_first = st.prepend_scheme != "never";
       } else if (dt == "Sequence") {
         m.decoder = DecoderKind::kSentencePiece;
         for (const json& s : d.at("decoders")) {
@@ -509,26 +663,33 @@ HfTokenizer::HfTokenizer(const nlohmann::json& j, const std::string& path, const
     throw fail(fmt::format("malformed tokenizer.json: {}", e.what()));
   }
 
-  // Added tokens join the vocabulary and the splitters.
+  // Added tokens join the vocabulary and the matchers: normalized ones are matched in the
+  // normalized text by their normalized form, the others in the raw text.
   for (std::size_t i = 0; i < m.added.size(); ++i) {
     const AddedToken& t = m.added[i];
-    m.model->add_token(t.content, t.id);
     if (static_cast<std::size_t>(t.id) >= m.pieces.size()) m.pieces.resize(static_cast<std::size_t>(t.id) + 1);
     m.pieces[static_cast<std::size_t>(t.id)] = t.content;
     m.added_by_id[t.id] = static_cast<int>(i);
-    if (t.normalized && m.has_normalizer) {
-      m.normalized_splitter.add(m.normalize(t.content), static_cast<int>(i));
+    if (t.normalized) {
+      m.normalized_matcher.add(m.has_normalizer ? m.normalize(t.content) : t.content, static_cast<int>(i));
     } else {
-      m.raw_splitter.add(t.content, static_cast<int>(i));
+      m.raw_matcher.add(t.content, static_cast<int>(i));
     }
   }
-  m.raw_splitter.finish();
-  m.normalized_splitter.finish();
-  for (const std::string& t : m.template_single) {
-    if (t != "$A" && token_id(t) < 0) throw Error(fmt::format("{}: post-processor token '{}' is not in the vocabulary", path, t));
+  m.raw_matcher.finish();
+  m.normalized_matcher.finish();
+  for (const auto& item : m.template_single) {
+    for (int id : item) {
+      if (id < 0 || id >= vocab_size()) throw Error(fmt::format("{}: post-processor token id {} is not in the vocabulary", path, id));
+    }
   }
 
-  // BOS / EOS: tokenizer_config.json, else the template's leading special token.
+  // BOS / EOS: tokenizer_config.json, else the template's leading special token. What
+  // encode(text, true) prepends: see the class comment.
+  std::vector<int> template_prefix;
+  if (m.has_template && !m.template_single.empty() && !m.template_single.front().empty()) {
+    template_prefix = m.template_single.front();
+  }
   if (!config_path.empty()) {
     const json cfg = read_json(config_path);
     const std::string b = config_token(cfg, "bos_token"), e = config_token(cfg, "eos_token");
@@ -540,24 +701,29 @@ HfTokenizer::HfTokenizer(const nlohmann::json& j, const std::string& path, const
       m.eos = token_id(e);
       if (m.eos < 0) throw Error(fmt::format("{}: eos_token '{}' is not in {}", config_path, e, path));
     }
+    // add_bos_token / add_eos_token are not read: transformers 5 drops them when a
+    // tokenizer.json is present (tokenization_utils_base.py, _from_pretrained).
   }
-  if (m.bos < 0 && !m.template_single.empty() && m.template_single.front() != "$A") m.bos = token_id(m.template_single.front());
+  if (m.bos < 0 && template_prefix.size() == 1) m.bos = template_prefix.front();
+  m.bos_prefix = template_prefix;
 }
 
 std::vector<int> HfTokenizer::encode(std::string_view text, bool add_bos) const {
   std::vector<int> ids = impl_->encode_text(text);
-  if (add_bos && impl_->bos >= 0) ids.insert(ids.begin(), impl_->bos);
+  if (add_bos) ids.insert(ids.begin(), impl_->bos_prefix.begin(), impl_->bos_prefix.end());
   return ids;
 }
+
+bool HfTokenizer::adds_bos() const { return !impl_->bos_prefix.empty(); }
 
 std::vector<int> HfTokenizer::encode_hf(std::string_view text, bool add_special_tokens) const {
   std::vector<int> ids = impl_->encode_text(text);
   if (!impl_->has_template) return ids;
   std::vector<int> out;
   out.reserve(ids.size() + impl_->template_single.size());
-  for (const std::string& t : impl_->template_single) {
-    if (t == "$A") out.insert(out.end(), ids.begin(), ids.end());
-    else if (add_special_tokens) out.push_back(token_id(t));
+  for (const auto& item : impl_->template_single) {
+    if (item.empty()) out.insert(out.end(), ids.begin(), ids.end());
+    else if (add_special_tokens) out.insert(out.end(), item.begin(), item.end());
   }
   return out;
 }
@@ -588,7 +754,9 @@ std::string HfTokenizer::decode_token(int prev, int token) const {
           out = p;
         }
       } else {
-        out = replace_all(p, m.metaspace_replacement, " ");
+        const bool first = prev < 0 || (prev == m.bos && m.bos >= 0);
+        // The Metaspace decoder drops every replacement character of the first token.
+        out = replace_all(p, m.metaspace_replacement, first && m.metaspace_drop_first ? "" : " ");
       }
       const bool first = prev < 0 || (prev == m.bos && m.bos >= 0);
       if (first && m.strip_first_space && !out.empty() && out[0] == ' ') out.erase(0, 1);
@@ -609,7 +777,7 @@ const std::string& HfTokenizer::piece(int token) const {
 int HfTokenizer::vocab_size() const { return static_cast<int>(impl_->pieces.size()); }
 int HfTokenizer::bos_id() const { return impl_->bos; }
 int HfTokenizer::eos_id() const { return impl_->eos; }
-int HfTokenizer::token_id(std::string_view token) const { return impl_->model->token_id(token); }
+int HfTokenizer::token_id(std::string_view token) const { return impl_->token_id(token); }
 bool HfTokenizer::is_special(int token) const {
   auto it = impl_->added_by_id.find(token);
   return it != impl_->added_by_id.end() && impl_->added[static_cast<std::size_t>(it->second)].special;

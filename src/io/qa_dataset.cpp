@@ -269,6 +269,7 @@ std::vector<QaArticle> parse_qa_jsonl(std::string_view text, const std::string& 
       throw Error(fmt::format("{}: invalid JSON at byte {}", where, e.byte));
     }
     out.push_back(parse_line(j, where, line_no));
+    out.back().file = name;
   }
   if (out.empty()) throw Error(fmt::format("{}: no article (empty QA file)", name));
   return out;

@@ -22,6 +22,7 @@ struct QaArticle {
   std::string prompt_template;  ///< optional per-article question prompt, "{question}" placeholder
   std::vector<QaQuestion> questions;
   int line = 0;         ///< 1-based line number in the file
+  std::string file;     ///< the file (parse_qa_jsonl's name) it came from, for error messages
 };
 
 /// Parses QuALITY-format JSONL, one article per non-empty line. Accepted shapes:

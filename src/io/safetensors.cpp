@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -16,11 +17,15 @@ namespace kvcompact {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+namespace {
+constexpr std::uint64_t kSafetensorsMaxHeader = 100'000'000;  // the Rust library's MAX_HEADER_SIZE
+}  // namespace
+
 std::size_t safetensors_dtype_size(const std::string& d) {
   static const std::unordered_map<std::string, std::size_t> sizes = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
-      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
-      {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1}, {"F8_E4M3FNUZ", 1},
+      {"F8_E5M2FNUZ", 1}, {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"C64", 8}, {"F64", 8}, {"I64", 8},     {"U64", 8}};
   auto it = sizes.find(d);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -33,20 +38,40 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
   std::memcpy(&n, file_.data(), 8);
   if (n > size - 8)
     fail(fmt::format("truncated or corrupt: header length {} runs past the end of the file ({} bytes)", n, size));
+  if (n > kSafetensorsMaxHeader) fail(fmt::format("header length {} is over the format's limit of {} bytes", n, kSafetensorsMaxHeader));
   const std::uint64_t buffer_start = 8 + n;
   const std::uint64_t buffer_size = size - buffer_start;
   json header;
+  // The format forbids duplicate keys (nlohmann::json, like the Rust library's serde map for
+  // tensor names and __metadata__, would silently keep the last): track the keys of every object.
+  std::vector<std::set<std::string>> keys;
+  std::string duplicate;
+  int duplicate_depth = 0;
+  const json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    else if (event == json::parse_event_t::object_end) keys.pop_back();
+    else if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+      duplicate_depth = depth;
+    }
+    return true;
+  };
   try {
     header = json::parse(reinterpret_cast<const char*>(file_.data()) + 8,
-                         reinterpret_cast<const char*>(file_.data()) + 8 + n);
+                         reinterpret_cast<const char*>(file_.data()) + 8 + n, cb);
   } catch (const json::exception& e) {
     fail(fmt::format("header is not valid JSON: {}", e.what()));
   }
   if (!header.is_object()) fail("header is not a JSON object");
+  if (!duplicate.empty()) {
+    if (duplicate_depth <= 1 && duplicate != "__metadata__") fail(fmt::format("tensor {} appears twice in the header (the format forbids duplicate names)", duplicate));
+    fail(fmt::format("key '{}' appears twice in one object of the header (the format forbids duplicate keys)", duplicate));
+  }
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
     const json& e = it.value();
     if (name == "__metadata__") {
+      if (e.is_null()) continue;  // the Rust library reads null as "no metadata"
       if (!e.is_object()) fail("__metadata__ is not a JSON object");
       for (auto m = e.begin(); m != e.end(); ++m) {
         if (!m.value().is_string()) fail(fmt::format("__metadata__ value of '{}' is not a string", m.key()));
@@ -61,6 +86,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
     if (!e.contains("dtype") || !e["dtype"].is_string()) fail(fmt::format("tensor {}: missing or non-string dtype", name));
     t.dtype = e["dtype"].get<std::string>();
     const std::size_t esize = safetensors_dtype_size(t.dtype);
+    if (t.dtype == "F4" || t.dtype == "F6_E2M3" || t.dtype == "F6_E3M2")
+      fail(fmt::format("tensor {}: sub-byte dtype '{}' is not supported", name, t.dtype));
     if (esize == 0) fail(fmt::format("tensor {}: unknown dtype '{}'", name, t.dtype));
     if (!e.contains("shape") || !e["shape"].is_array()) fail(fmt::format("tensor {}: missing shape array", name));
     t.n_elements = 1;
@@ -90,19 +117,28 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
     index_.emplace(name, tensors_.size());
     tensors_.push_back(std::move(t));
   }
-  // No two tensors may share bytes.
+  // The tensors, in data_offsets order, must tile the data buffer exactly: no overlap, no hole,
+  // nothing after the last (the Rust library's Metadata::validate and MetadataIncompleteBuffer).
   std::vector<const SafetensorsTensor*> order;
   for (const auto& t : tensors_) order.push_back(&t);
   std::sort(order.begin(), order.end(), [](auto* a, auto* b) {
     return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
   });
-  for (std::size_t i = 1; i < order.size(); ++i) {
-    const SafetensorsTensor* a = order[i - 1];
-    const SafetensorsTensor* b = order[i];
-    if (b->begin < a->end && b->end > b->begin && a->end > a->begin)
-      fail(fmt::format("tensors {} [{}, {}) and {} [{}, {}) overlap", a->name, a->begin, a->end, b->name,
-                       b->begin, b->end));
+  std::uint64_t covered = 0;
+  const SafetensorsTensor* last = nullptr;
+  for (const SafetensorsTensor* t : order) {
+    if (t->begin < covered)
+      fail(fmt::format("tensors {} [{}, {}) and {} [{}, {}) overlap", last->name, last->begin, last->end, t->name,
+                       t->begin, t->end));
+    if (t->begin > covered)
+      fail(fmt::format("tensor {}: data_offsets [{}, {}) leave bytes [{}, {}) of the data buffer unused (the format forbids holes)",
+                       t->name, t->begin, t->end, covered, t->begin));
+    covered = t->end;
+    last = t;
   }
+  if (covered != buffer_size)
+    fail(fmt::format("the data buffer has {} bytes but the tensors cover {} (the format forbids bytes no tensor indexes)",
+                     buffer_size, covered));
 }
 
 const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {

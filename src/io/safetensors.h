@@ -17,8 +17,9 @@
 
 namespace kvcompact {
 
-/// Bytes per element of a safetensors dtype name (BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16,
-/// BF16, I32, U32, F32, F64, I64, U64); 0 for an unknown name.
+/// Bytes per element of a safetensors dtype name (BOOL, U8, I8, F8_E5M2, F8_E4M3, F8_E8M0,
+/// F8_E4M3FNUZ, F8_E5M2FNUZ, I16, U16, F16, BF16, I32, U32, F32, C64, F64, I64, U64); 0 for an
+/// unknown name and for the sub-byte F4, F6_E2M3, F6_E3M2.
 std::size_t safetensors_dtype_size(const std::string& dtype);
 
 /// One tensor of a safetensors file. `data` points into the mapped file (any alignment).
@@ -35,12 +36,17 @@ struct SafetensorsTensor {
 /// A parsed, validated safetensors file, kept memory-mapped while the object lives.
 class SafetensorsFile {
  public:
-  /// Parses `path`. Throws Error("<path>: ...") when the file is missing or shorter than 8
-  /// bytes, the header length runs past the end of the file, the header is not a JSON object,
-  /// an entry lacks dtype/shape/data_offsets or has the wrong JSON types, a dtype is unknown, a
-  /// dimension is negative, begin > end or end runs past the data buffer, end - begin !=
-  /// product(shape) x dtype size, or two tensors' byte ranges overlap; the message names the
-  /// tensor where one is involved.
+  /// Parses `path`, with the format's rules as the Rust safetensors library checks them. Throws
+  /// Error("<path>: ...") when the file is missing or shorter than 8 bytes, the header length
+  /// runs past the end of the file or over 100,000,000 bytes, the header is not a JSON object, a
+  /// key appears twice in one object (a tensor name, a __metadata__ key, a field: the format
+  /// forbids duplicates, which the Rust library would partly let pass), __metadata__ is not an
+  /// object (null counts as absent) or holds a non-string value, an entry lacks
+  /// dtype/shape/data_offsets or has the wrong JSON types, a dtype is unknown or sub-byte (F4, F6),
+  /// a dimension is negative, begin > end or end runs past the data buffer, end - begin !=
+  /// product(shape) x dtype size, or the tensors sorted by offsets do not tile the data buffer
+  /// exactly (overlap, a hole, or bytes after the last tensor); the message names the tensor where
+  /// one is involved. Tensors may appear in any order in the header.
   explicit SafetensorsFile(const std::string& path);
 
   const std::string& path() const { return file_.path(); }

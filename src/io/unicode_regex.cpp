@@ -9,45 +9,29 @@
 #include "io/utf8.h"
 
 namespace kvcompact {
-namespace {
 
-// ECMA-262 WhiteSpace + LineTerminator (what \s matches in a JS RegExp with the u flag).
-constexpr const char* kJsSpaceItems =
-    "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
-    "\\x{FEFF}";
-
-}  // namespace
-
-std::string js_whitespace_pattern(std::string_view p) {
+std::string white_space_pattern(std::string_view p) {
   std::string out;
-  bool in_class = false;
   for (std::size_t i = 0; i < p.size(); ++i) {
-    const char c = p[i];
-    if (c == '\\' && i + 1 < p.size()) {
-      const char n = p[i + 1];
-      if (n == 's') {
-        out += in_class ? std::string(kJsSpaceItems) : fmt::format("[{}]", kJsSpaceItems);
-      } else if (n == 'S' && !in_class) {
-        out += fmt::format("[^{}]", kJsSpaceItems);
-      } else {
-        out += c;
+    if (p[i] == '\\' && i + 1 < p.size()) {
+      const char n = p[++i];
+      if (n == 's') out += "\\p{White_Space}";
+      else if (n == 'S') out += "\\P{White_Space}";
+      else {
+        out += '\\';
         out += n;
       }
-      ++i;
       continue;
     }
-    if (!in_class && c == '[') {
-      in_class = true;
-      out += c;
-      // A ']' right after '[' or '[^' is a literal.
-      if (i + 1 < p.size() && p[i + 1] == '^') { out += '^'; ++i; }
-      if (i + 1 < p.size() && p[i + 1] == ']') { out += ']'; ++i; }
-      continue;
-    }
-    if (in_class && c == ']') in_class = false;
-    out += c;
+    out += p[i];
   }
   return out;
+}
+
+bool is_word_char(std::uint32_t cp) {
+  static const UnicodeRegex word("^[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]", "word character class");
+  if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+  return !word.find_all(utf8::encode(cp)).empty();
 }
 
 struct UnicodeRegex::Impl {
@@ -58,7 +42,7 @@ struct UnicodeRegex::Impl {
 };
 
 UnicodeRegex::UnicodeRegex(std::string_view pattern, const std::string& source) : impl_(std::make_unique<Impl>()) {
-  const std::string p = js_whitespace_pattern(pattern);
+  const std::string p = white_space_pattern(pattern);
   int err = 0;
   PCRE2_SIZE offset = 0;
   impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(),

@@ -1,8 +1,9 @@
-// PCRE2 regular expressions over UTF-8 text, with JavaScript's meaning of \s, for the Split
+// PCRE2 regular expressions over UTF-8 text, with Oniguruma's meaning of \s, for the Split
 // pre-tokenizer and Replace normalizer of tokenizer.json.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -13,8 +14,9 @@ namespace kvcompact {
 
 /// A compiled PCRE2 pattern in UTF and UCP mode (\p{L}, \d, \w by Unicode properties), JIT
 /// compiled when available. Matching accepts text that is not valid UTF-8 (PCRE2_MATCH_INVALID_UTF).
-/// `\s`/`\S` are rewritten to JavaScript's (ECMA-262) white space set so that splits agree with the
-/// reference tokenizer (@huggingface/tokenizers runs these patterns as JS RegExp with the u flag).
+/// `\s`/`\S` are rewritten to the Unicode White_Space property, what they match in Oniguruma, the
+/// engine the Hugging Face tokenizers library (Rust) runs these patterns with (PCRE2's own `\s`
+/// also matches U+180E).
 /// Thread-safe after construction.
 class UnicodeRegex {
  public:
@@ -33,8 +35,13 @@ class UnicodeRegex {
   std::unique_ptr<Impl> impl_;
 };
 
-/// The pattern with `\s` (outside and inside character classes) and `\S` (outside classes)
-/// replaced by explicit JavaScript white-space sets. Exposed for tests.
-std::string js_whitespace_pattern(std::string_view pattern);
+/// The pattern with `\s` and `\S` (outside and inside character classes) replaced by
+/// `\p{White_Space}` and `\P{White_Space}`. Exposed for tests.
+std::string white_space_pattern(std::string_view pattern);
+
+/// True when code point cp is a word character as the Rust `regex` crate's Unicode `\w` defines
+/// it (Alphabetic, Mark, Decimal_Number, Connector_Punctuation, Join_Control; UTS #18 Annex C),
+/// which the tokenizers library uses for the `single_word` flag of added tokens.
+bool is_word_char(std::uint32_t cp);
 
 }  // namespace kvcompact

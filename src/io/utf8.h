@@ -64,4 +64,50 @@ inline bool is_js_space(std::uint32_t c) {
          c == 0x205F || c == 0x3000 || c == 0xFEFF;
 }
 
+/// True for the Unicode White_Space property (what `\s` matches in the Rust `regex` crate and in
+/// Oniguruma, the engines of the Hugging Face tokenizers library): U+0009..U+000D, U+0020, U+0085,
+/// U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000 (not U+FEFF, not U+180E).
+inline bool is_white_space(std::uint32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/// Valid UTF-8 from any bytes: each maximal ill-formed subsequence (Unicode 15 section 3.9, "U+FFFD
+/// substitution of maximal subparts", as Python's `bytes.decode("utf-8", errors="replace")`) becomes
+/// U+FFFD; valid text is returned unchanged.
+inline std::string to_valid(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    const auto b0 = static_cast<unsigned char>(s[i]);
+    if (b0 < 0x80) {
+      out += static_cast<char>(b0);
+      ++i;
+      continue;
+    }
+    int n = 0;                          // continuation bytes expected
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the first continuation byte
+    if (b0 >= 0xC2 && b0 <= 0xDF) n = 1;
+    else if (b0 == 0xE0) { n = 2; lo = 0xA0; }
+    else if (b0 >= 0xE1 && b0 <= 0xEC) n = 2;
+    else if (b0 == 0xED) { n = 2; hi = 0x9F; }
+    else if (b0 >= 0xEE && b0 <= 0xEF) n = 2;
+    else if (b0 == 0xF0) { n = 3; lo = 0x90; }
+    else if (b0 >= 0xF1 && b0 <= 0xF3) n = 3;
+    else if (b0 == 0xF4) { n = 3; hi = 0x8F; }
+    std::size_t k = 1;  // bytes of a well-formed prefix
+    for (; n > 0 && k <= static_cast<std::size_t>(n) && i + k < s.size(); ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) break;
+    }
+    if (n > 0 && k == static_cast<std::size_t>(n) + 1) {
+      out.append(s, i, k);
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD for the maximal subpart s[i, i + k)
+    }
+    i += k;
+  }
+  return out;
+}
+
 }  // namespace kvcompact::utf8

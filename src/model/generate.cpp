@@ -16,9 +16,10 @@ GenerationResult generate(const Transformer& transformer, const Tokenizer& token
   if (tokenizer.vocab_size() > transformer.config().vocab_size)
     throw Error(fmt::format("generate: tokenizer has {} tokens, more than the model vocabulary of {}",
                             tokenizer.vocab_size(), transformer.config().vocab_size));
-  if (sampler.vocab_size() != transformer.config().vocab_size)
-    throw Error(fmt::format("generate: sampler vocabulary {} != model vocabulary {}",
-                            sampler.vocab_size(), transformer.config().vocab_size));
+  // ... so the sampler draws among the tokenizer's ids only (the padded rows are masked out).
+  if (sampler.vocab_size() > tokenizer.vocab_size())
+    throw Error(fmt::format("generate: sampler vocabulary {} is larger than the tokenizer's {} (ids without a token "
+                            "could be drawn)", sampler.vocab_size(), tokenizer.vocab_size()));
   KVCache local;
   if (!cache) {
     local = transformer.make_cache();

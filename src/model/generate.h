@@ -30,7 +30,10 @@ struct GenerationResult {
 /// it is appended to result.text and passed to on_text (if set) as soon as it exists.
 /// The prompt (all but its last token) is fed in one prefill, equal to llama2.c's token-at-a-time.
 /// `cache` (optional) must be empty or shaped for the model; a fresh one is used when null.
-/// Throws Error for steps < 1, an empty encoded prompt, or tokenizer/vocabulary size mismatch.
+/// The sampler should be sized by the tokenizer (Sampler(tokenizer.vocab_size(), ...)): rows of a
+/// model's padded vocabulary beyond the tokenizer's tokens are then never drawn.
+/// Throws Error for steps < 1, an empty encoded prompt, a tokenizer larger than the model
+/// vocabulary or a sampler larger than the tokenizer.
 GenerationResult generate(const Transformer& transformer, const Tokenizer& tokenizer,
                           std::string_view prompt, int steps, Sampler& sampler,
                           const std::function<void(std::string_view)>& on_text = {},

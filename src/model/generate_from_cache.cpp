@@ -15,9 +15,10 @@ GenerationResult generate_from_cache(const Transformer& transformer, const Token
   const int V = transformer.config().vocab_size;
   if (options.max_new_tokens < 1)
     throw Error(fmt::format("generate: max_new_tokens {} must be >= 1", options.max_new_tokens));
-  if (tokenizer.vocab_size() > V || sampler.vocab_size() != V)
-    throw Error(fmt::format("generate: tokenizer ({}) larger than / sampler ({}) vocabulary != model vocabulary {}",
-                            tokenizer.vocab_size(), sampler.vocab_size(), V));
+  // The sampler draws among the tokenizer's ids only: padded vocabulary rows are masked out.
+  if (tokenizer.vocab_size() > V || sampler.vocab_size() > tokenizer.vocab_size())
+    throw Error(fmt::format("generate: tokenizer ({}) larger than the model vocabulary {}, or sampler ({}) larger "
+                            "than the tokenizer", tokenizer.vocab_size(), V, sampler.vocab_size()));
   if (last_logits.size() != static_cast<std::size_t>(V))
     throw Error(fmt::format("generate: last_logits has {} values, vocabulary is {}", last_logits.size(), V));
   if (stop_token) *stop_token = -1;

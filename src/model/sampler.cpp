@@ -80,10 +80,11 @@ Sampler::Sampler(int vocab_size, float temperature, float top_p, uint64_t seed)
   probs_.resize(vocab_size);
 }
 
-int Sampler::sample(std::span<const float> logits) {
-  if (static_cast<int>(logits.size()) != vocab_size_)
-    throw Error(fmt::format("sampler: got {} logits, vocabulary has {}", logits.size(),
+int Sampler::sample(std::span<const float> all_logits) {
+  if (static_cast<int>(all_logits.size()) < vocab_size_)
+    throw Error(fmt::format("sampler: got {} logits, vocabulary has {}", all_logits.size(),
                             vocab_size_));
+  const std::span<const float> logits = all_logits.first(static_cast<std::size_t>(vocab_size_));
   for (std::size_t i = 0; i < logits.size(); ++i)
     if (!std::isfinite(logits[i]))
       throw Error(fmt::format("sampler: logit {} of token {} is not finite", logits[i], i));

@@ -44,8 +44,11 @@ class Sampler {
   /// Throws Error for vocab_size <= 0, a negative or non-finite temperature, or a NaN top_p.
   Sampler(int vocab_size, float temperature, float top_p, uint64_t seed);
 
-  /// Draws a token id from logits: [vocab_size]. Throws Error for a wrong length or a non-finite
-  /// logit.
+  /// Draws a token id in [0, vocab_size) from logits: [>= vocab_size]. Rows past vocab_size are
+  /// masked out (as if their logits were -inf): a model's padded vocabulary rows beyond its
+  /// tokenizer's tokens (Qwen3: 151936 rows, 151669 tokens) are never drawn when the sampler is
+  /// sized by the tokenizer. Throws Error for fewer than vocab_size logits or a non-finite logit
+  /// among the first vocab_size.
   int sample(std::span<const float> logits);
 
   int vocab_size() const { return vocab_size_; }
