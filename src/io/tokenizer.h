@@ -16,8 +16,6 @@ class Tokenizer {
   /// Encodes text; when add_bos, prepends the tokenizer's BOS: bos_id() (HfTokenizer: the
   /// tokens its BOS rule gives, which may be none).
   virtual std::vector<int> encode(std::string_view text, bool add_bos) const = 0;
-  /// True when encode(text, true) puts a BOS in front.
-  virtual bool adds_bos() const { return bos_id() >= 0; }
   /// The text a token adds after `prev` (handles the leading space after BOS and <0xNN> bytes).
   virtual std::string decode_token(int prev, int token) const = 0;
   /// The raw vocabulary piece of a token id (throws Error when out of range).
