@@ -1011,6 +1011,13 @@ class Renderer {
       return Flow::kNormal;
     }
     const long long len = static_cast<long long>(items.size());
+    auto last_changed = std::make_shared<std::optional<Value>>();  // loop.changed(*args) state
+    const Value changed = Value::callable("changed", [last_changed](const CallArgs& a) {
+      const Value now = Value::tuple(a.pos);
+      if (*last_changed && equal(**last_changed, now)) return Value::boolean(false);
+      *last_changed = now;
+      return Value::boolean(true);
+    });
     for (long long k = 0; k < len; ++k) {
       Scope inner = sc.child();
       assign(n.targets, items[static_cast<std::size_t>(k)], inner.top(), n.line);
@@ -1031,6 +1038,7 @@ class Renderer {
           {"previtem", k > 0 ? items[static_cast<std::size_t>(k - 1)] : Value::undefined("there is no previous item")},
           {"nextitem", k + 1 < len ? items[static_cast<std::size_t>(k + 1)] : Value::undefined("there is no next item")},
           {"cycle", Value::callable("cycle", cycle)},
+          {"changed", changed},
       });
       if (run(n.body, inner, out) == Flow::kBreak) break;
     }

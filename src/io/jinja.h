@@ -25,7 +25,7 @@ struct RenderOptions {
 /// A parsed template.
 ///
 /// Statements: if/elif/else, for (tuple targets, `if` filter, else, loop.index/index0/revindex/
-/// revindex0/first/last/length/depth/previtem/nextitem/cycle()), break/continue, set (names,
+/// revindex0/first/last/length/depth/previtem/nextitem/cycle()/changed()), break/continue, set (names,
 /// tuples, ns.attr, {% set x %}...{% endset %}), macro (defaults, varargs, kwargs, caller),
 /// call blocks, filter blocks, with, generation, raw, comments, whitespace control (- and +).
 /// Expressions: literals, lists, tuples, dicts, attribute/item/slice access, calls with keyword
@@ -40,7 +40,9 @@ struct RenderOptions {
 /// raise_exception, strftime_now. Values print as Python's str() (None, True, ['a', 1]).
 /// Undefined names and attributes behave as jinja2's default Undefined: they print empty, are
 /// false and iterate as empty, and any further access (attribute, item, call, arithmetic)
-/// throws. Case mapping (upper/lower/title/capitalize) is ASCII-only.
+/// throws. Case mapping is Unicode's simple one-to-one mapping (Python's special cases such as
+/// German sharp s -> "SS" are not applied). Printed range objects, dict views and macros show as
+/// a list, a list and "<function name>" (Python: range(0, 3), dict_items([...]), <Macro 'f'>).
 /// Not supported (a syntax error says so): recursive loops, include/import/extends/block.
 class Template {
  public:

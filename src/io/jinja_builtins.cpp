@@ -1,39 +1,69 @@
-// Python Jinja2 filters, tests and methods; see jinja_builtins.h. Case mapping (upper, lower,
-// title, capitalize) is ASCII-only: other characters are left as they are.
+// Python Jinja2 filters, tests and methods; see jinja_builtins.h.
 #include "io/jinja_builtins.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <clocale>
 #include <cmath>
 #include <cstdlib>
+#include <cwctype>
+#include <locale.h>
 
 #include "io/utf8.h"
 
 namespace kvcompact::jinja {
 namespace {
 
-char up(char c) { return static_cast<char>(std::toupper(static_cast<unsigned char>(c))); }
-char low(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+// Simple (one-to-one) Unicode case mapping of glibc's C.UTF-8 locale; ASCII if it is missing.
+// Python's full mappings (German sharp s -> "SS", ...) are not applied.
+locale_t utf8_locale() {
+  static const locale_t loc = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr));
+  return loc;
+}
+std::uint32_t cp_upper(std::uint32_t c) {
+  if (c < 0x80 || !utf8_locale()) return c < 0x80 ? static_cast<std::uint32_t>(std::toupper(static_cast<int>(c))) : c;
+  return static_cast<std::uint32_t>(towupper_l(static_cast<wint_t>(c), utf8_locale()));
+}
+std::uint32_t cp_lower(std::uint32_t c) {
+  if (c < 0x80 || !utf8_locale()) return c < 0x80 ? static_cast<std::uint32_t>(std::tolower(static_cast<int>(c))) : c;
+  return static_cast<std::uint32_t>(towlower_l(static_cast<wint_t>(c), utf8_locale()));
+}
+bool cp_cased(std::uint32_t c) { return cp_upper(c) != c || cp_lower(c) != c; }
+bool cp_is_upper(std::uint32_t c) { return cp_cased(c) && cp_upper(c) == c; }
+bool cp_is_lower(std::uint32_t c) { return cp_cased(c) && cp_lower(c) == c; }
 bool is_alpha(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
-std::string upper(std::string s) { for (char& c : s) c = up(c); return s; }
-std::string lower(std::string s) { for (char& c : s) c = low(c); return s; }
 
-std::string py_title(const std::string& s) {  // str.title()
-  std::string r = s;
-  bool prev_cased = false;
-  for (char& c : r) {
-    const bool cased = is_alpha(c);
-    if (cased) c = prev_cased ? low(c) : up(c);
-    prev_cased = cased;
+// Applies f(code point, index among the string's code points, previous code point or 0).
+template <class F>
+std::string map_cps(const std::string& s, F f) {
+  std::string r;
+  std::uint32_t prev = 0;
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < s.size(); ++k) {
+    const std::size_t b = i;
+    const std::uint32_t c = utf8::next(s, i);
+    if (c == 0xFFFFFFFFu) r.append(s, b, i - b);  // invalid byte: kept
+    else utf8::append(r, f(c, k, prev));
+    prev = c;
   }
   return r;
 }
+std::string upper(const std::string& s) { return map_cps(s, [](std::uint32_t c, std::size_t, std::uint32_t) { return cp_upper(c); }); }
+std::string lower(const std::string& s) { return map_cps(s, [](std::uint32_t c, std::size_t, std::uint32_t) { return cp_lower(c); }); }
+
+std::string py_title(const std::string& s) {  // str.title(): upper after an uncased character
+  bool prev_cased = false;
+  return map_cps(s, [&](std::uint32_t c, std::size_t, std::uint32_t) {
+    const bool cased = cp_cased(c);
+    const std::uint32_t r = cased ? (prev_cased ? cp_lower(c) : cp_upper(c)) : c;
+    prev_cased = cased;
+    return r;
+  });
+}
 
 std::string py_capitalize(const std::string& s) {
-  std::string r = lower(s);
-  if (!r.empty()) r[0] = up(r[0]);
-  return r;
+  return map_cps(s, [](std::uint32_t c, std::size_t k, std::uint32_t) { return k == 0 ? cp_upper(c) : cp_lower(c); });
 }
 
 Value arg_or(const CallArgs& a, const std::string& name, std::size_t index, const Value& dflt) {
@@ -266,7 +296,8 @@ Value str_method(const Value& self, const std::string& m, const CallArgs& a) {
   if (m == "lower" || m == "casefold") return Value::str(lower(s));
   if (m == "title") return Value::str(py_title(s));
   if (m == "capitalize") return Value::str(py_capitalize(s));
-  if (m == "swapcase") { std::string r = s; for (char& c : r) c = std::isupper(static_cast<unsigned char>(c)) ? low(c) : up(c); return Value::str(r); }
+  if (m == "swapcase")
+    return Value::str(map_cps(s, [](std::uint32_t c, std::size_t, std::uint32_t) { return cp_is_upper(c) ? cp_lower(c) : cp_upper(c); }));
   if (m == "find" || m == "rfind" || m == "index" || m == "rindex") {
     const std::string& sub = req_str(0);
     const std::size_t f = (m == "find" || m == "index") ? s.find(sub) : s.rfind(sub);
@@ -297,10 +328,11 @@ Value str_method(const Value& self, const std::string& m, const CallArgs& a) {
     }
     if (m == "isupper" || m == "islower") {
       bool cased = false;
-      for (char c : s) {
-        if (!is_alpha(c)) continue;
+      for (std::size_t i = 0; i < s.size();) {
+        const std::uint32_t c = utf8::next(s, i);
+        if (!cp_cased(c)) continue;
         cased = true;
-        if ((m == "isupper") != (std::isupper(static_cast<unsigned char>(c)) != 0)) return Value::boolean(false);
+        if (m == "isupper" ? cp_is_lower(c) : cp_is_upper(c)) return Value::boolean(false);
       }
       return Value::boolean(cased);
     }
@@ -708,19 +740,13 @@ Value apply_filter(const std::string& f, const Value& v, const CallArgs& a) {
   if (f == "lower") return Value::str(lower(soft()));
   if (f == "capitalize") return Value::str(py_capitalize(soft()));
   if (f == "title") {  // jinja2 do_title: words split at runs of - white space ( { [ <
-    const std::string s = soft();
-    std::string r;
     bool at_start = true;
-    for (std::size_t i = 0; i < s.size();) {
-      const std::size_t b = i;
-      const std::uint32_t c = utf8::next(s, i);
+    return Value::str(map_cps(soft(), [&](std::uint32_t c, std::size_t, std::uint32_t) {
       const bool sep = is_py_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
-      std::string ch = s.substr(b, i - b);
-      if (sep) { r += ch; at_start = true; continue; }
-      r += ch.size() == 1 ? std::string(1, at_start ? up(ch[0]) : low(ch[0])) : ch;
-      at_start = false;
-    }
-    return Value::str(r);
+      const std::uint32_t r = sep ? c : at_start ? cp_upper(c) : cp_lower(c);
+      at_start = sep;
+      return r;
+    }));
   }
   if (f == "replace") {
     if (a.pos.size() < 2) throw Failure("replace filter needs old and new strings");
@@ -958,7 +984,11 @@ Value apply_filter(const std::string& f, const Value& v, const CallArgs& a) {
   if (f == "e" || f == "escape" || f == "forceescape") return Value::str(html_escape(soft()));
   if (f == "attr") {
     if (a.pos.empty()) throw Failure("attr needs a name");
-    return get_attr(v, need_str(a.pos[0], "attr"));
+    const std::string name = to_str(a.pos[0]);
+    // jinja2's do_attr: Python getattr only, never the dict item.
+    if (v.kind == Value::kObject && !v.is_namespace && v.find(name) && !(name == "get" || name == "items" || name == "keys" || name == "values" || name == "copy"))
+      return Value::undefined(fmt::format("'{}' has no attribute '{}'", type_repr(v), name));
+    return get_attr(v, name);
   }
   throw Failure(fmt::format("No filter named '{}'.", f));
 }

@@ -105,21 +105,23 @@ std::string float_repr(double x) {
   std::string digits;
   for (std::size_t k = 0; k < epos; ++k)
     if (sci[k] != '.') digits += sci[k];
-  std::string out;
-  if (exp >= -5 + 1 && exp < 16) {  // Python repr: fixed notation for 1e-4 <= |x| < 1e16
+  // Python repr: fixed notation for 1e-4 <= |x| < 1e16, else d[.ddd]e(+|-)XX.
+  std::string out = neg ? "-" : "";
+  if (exp >= -4 && exp < 16) {
+    const std::size_t point = static_cast<std::size_t>(std::max(exp + 1, 0));
     if (exp < 0) {
-      out = "0." + std::string(static_cast<std::size_t>(-exp - 1), '0') + digits;
-    } else if (static_cast<int>(digits.size()) <= exp + 1) {
-      out = digits + std::string(static_cast<std::size_t>(exp + 1) - digits.size(), '0') + ".0";
+      out.append("0.").append(static_cast<std::size_t>(-exp - 1), '0').append(digits);
+    } else if (digits.size() <= point) {
+      out.append(digits).append(point - digits.size(), '0').append(".0");
     } else {
-      out = digits.substr(0, static_cast<std::size_t>(exp + 1)) + "." + digits.substr(static_cast<std::size_t>(exp + 1));
+      out.append(digits, 0, point).append(1, '.').append(digits, point, std::string::npos);
     }
   } else {
-    out = digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
-    out += fmt::format("e{}{:02d}", exp < 0 ? '-' : '+', std::abs(exp));
+    out.append(digits, 0, 1);
+    if (digits.size() > 1) out.append(1, '.').append(digits, 1, std::string::npos);
+    out.append(fmt::format("e{}{:02d}", exp < 0 ? '-' : '+', std::abs(exp)));
   }
-  return neg ? "-" + out : out;
+  return out;
 }
 
 namespace {
