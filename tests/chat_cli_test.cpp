@@ -1,7 +1,8 @@
 // `--chat` on generate, qa-eval and influence --qa (issue #6 leftover): a random-weight Qwen3
 // checkpoint written by the test, with the real Qwen3 tokenizer.json and tokenizer_config.json
 // beside it. The wrapped prompt must be the ChatML text Qwen3's template renders; models without
-// a template (stories260K) are refused with one line.
+// a template (stories260K) are refused with one line. chat-render keeps message fields, reads GGUF
+// templates and reports undefined-attribute errors naming the template.
 #include <gtest/gtest.h>
 
 #include "cli_runner.h"
@@ -121,6 +122,40 @@ TEST_F(ChatCli, QaArticleIsTheUserMessageAndTheContextEndsWithTheArticle) {
   ASSERT_EQ(inf.status, 0) << inf.err;
   EXPECT_EQ(nlohmann::json::parse(inf.out).at("evaluated").get<std::string>(), "qa-answers");
   EXPECT_TRUE(read_json_file(out + "/docs/doc_00000.json").at("qa").at("chat").get<bool>());
+}
+
+}  // namespace
+}  // namespace kvcompact
+
+namespace kvcompact {
+namespace {
+
+// chat-render passes every message field through in its order (the library's rendering is
+// checked against transformers in chat_template_test) and reads a GGUF file's template.
+TEST_F(ChatCli, ChatRenderKeepsMessageFieldsAndReadsGguf) {
+  const std::string msgs = std::string(KVC_TEST_TMP) + "/chat_render_msgs_" + std::to_string(static_cast<long>(getpid())) + ".json";
+  std::ofstream(msgs) << R"([{"role": "user", "content": "Hi"},
+    {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {"z": 1, "a": [2.5, null]}}}]}])";
+  const CliResult r = run_cli("chat-render --tokenizer-config " + kQwenTok + " --messages @" + msgs + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(nlohmann::json::parse(r.out).at("text").get<std::string>().find(
+                "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"z\": 1, \"a\": [2.5, null]}}\n</tool_call><|im_end|>"),
+            std::string::npos)
+      << r.out;
+  const std::string gguf = std::string(KVC_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  ASSERT_TRUE(fs::exists(gguf)) << gguf << " missing: run scripts/fetch_models.sh";
+  const CliResult g = run_cli("chat-render --tokenizer-config " + gguf +
+                              " --messages '[{\"role\": \"user\", \"content\": \"Hi\"}]' --add-generation-prompt --json");
+  ASSERT_EQ(g.status, 0) << g.err;
+  EXPECT_EQ(nlohmann::json::parse(g.out).at("text").get<std::string>(),
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  // An attribute of an undefined value is an error naming the template, as jinja2 raises.
+  const std::string bad = std::string(KVC_TEST_TMP) + "/chat_render_bad_" + std::to_string(static_cast<long>(getpid())) + ".jinja";
+  std::ofstream(bad) << "{{ messages[0].nope.x }}";
+  const CliResult b = run_cli("chat-render --tokenizer-config " + bad + " --messages '[{\"role\": \"user\", \"content\": \"Hi\"}]'");
+  EXPECT_EQ(b.status, 1);
+  EXPECT_NE(b.err.find(bad + ": line 1: 'dict object' has no attribute 'nope'"), std::string::npos) << b.err;
 }
 
 }  // namespace

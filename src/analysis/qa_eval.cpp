@@ -156,16 +156,22 @@ std::shared_ptr<const ChatTemplate> find_chat_template(const std::string& model_
                                                        const std::string& tokenizer_path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  std::vector<fs::path> candidates;
-  if (fs::is_directory(model_path, ec)) candidates.push_back(fs::path(model_path) / "tokenizer_config.json");
+  if (model_path.ends_with(".gguf") && tokenizer_path.empty())
+    return std::make_shared<const ChatTemplate>(load_gguf_chat_template(model_path));
+  std::vector<fs::path> folders;
+  if (fs::is_directory(model_path, ec)) folders.push_back(model_path);
   if (!tokenizer_path.empty()) {
     const fs::path t(tokenizer_path);
-    candidates.push_back(fs::is_directory(t, ec) ? t / "tokenizer_config.json" : t.parent_path() / "tokenizer_config.json");
+    folders.push_back(fs::is_directory(t, ec) ? t : t.parent_path());
   }
-  for (const auto& c : candidates)
-    if (fs::is_regular_file(c, ec)) return std::make_shared<const ChatTemplate>(load_chat_template(c.string()));
-  throw Error(fmt::format("{}: --chat: the model has no chat template (needs a tokenizer_config.json with "
-                          "chat_template in a Hugging Face checkpoint folder or beside --tokenizer tokenizer.json)",
+  for (const auto& d : folders) {
+    if (fs::is_regular_file(d / "chat_template.jinja", ec) || fs::is_regular_file(d / "tokenizer_config.json", ec))
+      return std::make_shared<const ChatTemplate>(load_chat_template(d.string()));
+  }
+  if (model_path.ends_with(".gguf")) return std::make_shared<const ChatTemplate>(load_gguf_chat_template(model_path));
+  throw Error(fmt::format("{}: --chat: the model has no chat template (needs a GGUF model with tokenizer.chat_template, "
+                          "or a tokenizer_config.json with chat_template or a chat_template.jinja in a Hugging Face "
+                          "checkpoint folder or beside --tokenizer tokenizer.json)",
                           model_path));
 }
 

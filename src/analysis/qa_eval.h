@@ -123,9 +123,10 @@ QaReferenceAnswer make_reference_answer(const Transformer& transformer, const To
                                         const KVCache& full_cache, std::span<const float> last_logits,
                                         int last_token, const std::string& prompt, int max_answer_tokens);
 
-/// Finds the chat template of a model: tokenizer_config.json in the model folder (HF checkpoint),
-/// or beside the tokenizer.json given as tokenizer_path (or in that folder). Throws Error naming
-/// the model when there is none (llama2.c and GGUF models carry no usable template here).
+/// Finds the chat template of a model: chat_template.jinja or tokenizer_config.json in the model
+/// folder (HF checkpoint) or beside the tokenizer.json given as tokenizer_path (or in that
+/// folder); for a .gguf model its tokenizer.chat_template metadata (a --tokenizer folder with a
+/// template wins). Throws Error naming the model when there is none (llama2.c models).
 std::shared_ptr<const ChatTemplate> find_chat_template(const std::string& model_path,
                                                        const std::string& tokenizer_path);
 

@@ -1,7 +1,12 @@
-// A small Jinja2 subset interpreter, enough for Hugging Face chat templates (Llama 3, Qwen3),
-// with the semantics of the reference renderer @huggingface/jinja (lstrip_blocks, trim_blocks).
+// A Jinja2 interpreter for Hugging Face chat templates, with the semantics of Python Jinja2 as
+// transformers sets it up for apply_chat_template (chat_template_utils._compile_jinja_template):
+// ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True), the loopcontrols and
+// AssistantTracker ({% generation %}) extensions, transformers' tojson filter and the
+// raise_exception / strftime_now globals.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -10,21 +15,35 @@
 
 namespace kvcompact::jinja {
 
-/// A parsed template. Supported: text, {{ expr }}, {% if/elif/else %}, {% for x[, y] in expr
-/// [if cond] %}...{% else %}, {% set name = expr %}, {% set ns.attr = expr %}, {# comments #},
-/// whitespace control ({%- -%} {{- -}}); expressions: literals (strings with escapes, integers,
-/// floats, true/false/none), lists, dicts, attribute/index/slice access ([::-1]), calls, filters
-/// (trim, length, count, tojson, default, first, last, join, upper, lower, string, int, list,
-/// reverse, items, capitalize, title, replace, safe), tests (defined, undefined, none, string,
-/// number, mapping, iterable, sequence, true, false, boolean, integer, float, odd, even, eq),
-/// operators (+ - * / // % ~, comparisons, in, not in, and, or, not, a if c else b), string
-/// methods (startswith, endswith, split, strip, lstrip, rstrip, upper, lower, replace, title),
-/// dict methods (get, items, keys, values), namespace(), range(), raise_exception(), loop.index,
-/// loop.index0, loop.first, loop.last, loop.length, loop.revindex, loop.revindex0.
-/// As in the reference (and unlike Python Jinja), strip/lstrip/rstrip ignore a `chars` argument
-/// and remove white space. Like the reference, the template's final newline is dropped, leading spaces/tabs before a
-/// block tag on its line are removed (lstrip_blocks) and the newline after a block tag too
-/// (trim_blocks).
+/// Options of one rendering.
+struct RenderOptions {
+  /// Clock of strftime_now(format) (local time, as Python's datetime.now()); the system clock
+  /// when empty. Tests inject a fixed time.
+  std::function<std::chrono::system_clock::time_point()> now;
+};
+
+/// A parsed template.
+///
+/// Statements: if/elif/else, for (tuple targets, `if` filter, else, loop.index/index0/revindex/
+/// revindex0/first/last/length/depth/previtem/nextitem/cycle()/changed()), break/continue, set (names,
+/// tuples, ns.attr, {% set x %}...{% endset %}), macro (defaults, varargs, kwargs, caller),
+/// call blocks, filter blocks, with, generation, raw, comments, whitespace control (- and +).
+/// Expressions: literals, lists, tuples, dicts, attribute/item/slice access, calls with keyword
+/// arguments, filters, tests, + - * / // % ** ~, chained comparisons, in / not in, and/or/not,
+/// `a if c else b`, Python's % formatting. Filters: abs attr batch capitalize center count d
+/// default dictsort e escape first float format indent int items join last length list lower
+/// map max min reject rejectattr replace reverse round safe select selectattr sort string sum
+/// title tojson(ensure_ascii, indent, separators, sort_keys) trim unique upper wordcount. Tests:
+/// jinja2's (defined, none, string, mapping, iterable, sequence, number, integer, ...). Python
+/// methods of str (strip(chars), split, replace, startswith, format, ...), dict (get, items,
+/// keys, values) and list (index, count). Globals: range, dict, namespace, cycler, joiner,
+/// raise_exception, strftime_now. Values print as Python's str() (None, True, ['a', 1]).
+/// Undefined names and attributes behave as jinja2's default Undefined: they print empty, are
+/// false and iterate as empty, and any further access (attribute, item, call, arithmetic)
+/// throws. Case mapping is Unicode's simple one-to-one mapping (Python's special cases such as
+/// German sharp s -> "SS" are not applied). Printed range objects, dict views and macros show as
+/// a list, a list and "<function name>" (Python: range(0, 3), dict_items([...]), <Macro 'f'>).
+/// Not supported (a syntax error says so): recursive loops, include/import/extends/block.
 class Template {
  public:
   /// Parses `source`; `name` prefixes error messages. Throws kvcompact::Error
@@ -34,10 +53,11 @@ class Template {
   Template(Template&&) noexcept;
   Template& operator=(Template&&) noexcept;
 
-  /// Renders with the variables of a JSON object (null -> none; objects keep their key order).
-  /// Throws kvcompact::Error ("<name>: line N: <problem>") on runtime errors, unknown filters or
-  /// functions, and raise_exception("msg") ("<name>: raise_exception: msg").
-  std::string render(const nlohmann::ordered_json& context) const;
+  /// Renders with the variables of a JSON object (null -> None, objects keep their key order).
+  /// Throws kvcompact::Error ("<name>: line N: <problem>", the problem worded as jinja2's
+  /// exception, e.g. "'dict object' has no attribute 'x'" for an attribute of an undefined
+  /// value) where jinja2 raises, and "<name>: raise_exception: msg" for raise_exception("msg").
+  std::string render(const nlohmann::ordered_json& context, const RenderOptions& options = {}) const;
 
  private:
   struct Impl;
