@@ -123,7 +123,9 @@ TEST_P(Families, HfCheckpointLogitsMatchTransformers) {
     u.config.rope_scaling = RopeScaling{};
     for (auto& s : u.config.layers)
       if (s.rope && s.rope->scaling.type != RopeScalingType::None) s.rope->scaling = RopeScaling{}, scaled = true;
-    if (scaled) EXPECT_GT(rel_error(prefill_all(u, r.tokens), r.logits), 1e-3);
+    if (scaled) {
+      EXPECT_GT(rel_error(prefill_all(u, r.tokens), r.logits), 1e-3);
+    }
   }
   if (m.config.has_sliding_layers()) {
     // The windows matter on this prompt: attending globally everywhere changes the logits.
