@@ -59,7 +59,7 @@ const Ref& reference(const std::string& kind) {
   const int rc = run_python_ref("families_ref.py", "make " + kind + " '" + r.dir + "'", out);
   EXPECT_EQ(rc, 0) << slurp(out + ".log");
   if (rc == 0) {
-    const auto j = nlohmann::json::parse(slurp(out));
+    const nlohmann::json j = nlohmann::json::parse(slurp(out));
     r.tokens = j["tokens"].get<std::vector<int>>();
     for (const auto& row : j["logits"]) {
       const auto v = row.get<std::vector<float>>();
@@ -164,11 +164,14 @@ TEST_P(FamiliesGguf, GgufFromTheSameWeightsMatchesTransformers) {
     const std::string out = gguf + ".llamacpp.json";
     ASSERT_EQ(run_python_ref("families_ref.py", "llamacpp '" + gguf + "' " + toks, out), 0) << slurp(out + ".log");
     std::vector<float> lc;
-    for (const auto& row : nlohmann::json::parse(slurp(out))["logits"])
+    const auto lj = nlohmann::json::parse(slurp(out));
+    for (const auto& row : lj["logits"])
       for (float v : row.get<std::vector<float>>()) lc.push_back(v);
     const double el = rel_error(prefill_all(m, r.tokens), lc);
     std::printf("%s.gguf: relative error vs llama.cpp %.3g\n", GetParam().c_str(), el);
-    EXPECT_LE(el, 1e-3);
+    // llama.cpp runs with an F32 KV cache here; its CPU GELU goes through an F16 lookup table,
+    // so Gemma (GeGLU) gets a looser bound (measured 2.1e-4) than the SwiGLU models (~1e-6).
+    EXPECT_LE(el, GetParam().rfind("gemma", 0) == 0 ? 1e-3 : 1e-4);
   } else {
     std::printf("llama_cpp is not importable: compared with transformers only\n");
   }

@@ -218,7 +218,9 @@ def cmd_gguf(kind, hfdir, out):
 def cmd_llamacpp(path, tokens):
     import llama_cpp
     toks = [int(x) for x in tokens.split(",")]
-    m = llama_cpp.Llama(model_path=path, logits_all=True, n_ctx=64, n_batch=64, n_threads=1, verbose=False)
+    # F32 KV cache (llama.cpp defaults to F16, which alone moves logits by ~1e-3)
+    m = llama_cpp.Llama(model_path=path, logits_all=True, n_ctx=64, n_batch=64, n_threads=1, verbose=False,
+                        type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32)
     m.eval(toks)
     json.dump({"tokens": toks, "logits": np.asarray(m.scores[: len(toks)], dtype=np.float32).tolist()}, sys.stdout)
 
