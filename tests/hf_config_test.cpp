@@ -87,6 +87,9 @@ TEST(HfConfig, Qwen3Qwen2Mistral) {
   EXPECT_EQ(m.max_seq_len, 2048);           // default
   EXPECT_FALSE(m.tied_classifier);          // default
   EXPECT_EQ(m.bos_token_id, -1);
+  EXPECT_TRUE(m.sliding(0) && m.sliding(31));  // Mistral's window applies to every layer
+  EXPECT_EQ(m.layer(5).window, 4096);
+  EXPECT_FALSE(q2.has_sliding_layers());        // use_sliding_window false
 
   ModelConfig d = parse_hf_config(R"({"model_type":"llama","hidden_size":64,"intermediate_size":172,
     "num_hidden_layers":5,"num_attention_heads":8,"vocab_size":512,"rope_scaling":{"type":"linear","factor":2.0}})", "d.json");
@@ -99,8 +102,12 @@ TEST(HfConfig, RefusalsNameTheField) {
   const std::string base = R"("hidden_size":64,"intermediate_size":96,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":10)";
   auto cfg = [&](const std::string& extra) { return "{" + base + "," + extra + "}"; };
   expect_error([&] { parse_hf_config(cfg(R"("architectures":["GPT2LMHeadModel"])"), "c.json"); }, {"c.json", "GPT2LMHeadModel"});
-  expect_error([&] { parse_hf_config(cfg(R"("architectures":["LlamaForCausalLM"],"rope_scaling":{"rope_type":"yarn","factor":4})"), "c.json"); },
-               {"c.json", "yarn"});
+  expect_error([&] { parse_hf_config(cfg(R"("architectures":["LlamaForCausalLM"],"rope_scaling":{"rope_type":"dynamic","factor":4})"), "c.json"); },
+               {"c.json", "dynamic", "not implemented"});
+  expect_error([&] { parse_hf_config(cfg(R"("architectures":["LlamaForCausalLM"],"rope_scaling":{"rope_type":"longrope","factor":4})"), "c.json"); },
+               {"c.json", "longrope"});
+  expect_error([&] { parse_hf_config(cfg(R"("architectures":["Qwen2ForCausalLM"],"use_sliding_window":true)"), "c.json"); },
+               {"c.json", "sliding_window"});
   expect_error([&] { parse_hf_config(cfg(R"("architectures":["LlamaForCausalLM"],"rope_scaling":{"rope_type":"llama3","factor":8})"), "c.json"); },
                {"c.json", "low_freq_factor"});
   expect_error([&] { parse_hf_config(cfg(R"("architectures":["LlamaForCausalLM"],"num_key_value_heads":3)"), "c.json"); },

@@ -208,6 +208,36 @@ TEST(Ops, CausalAttentionMatchesReferenceWithRaggedHeadsAndBias) {
   }
 }
 
+TEST(Ops, SlidingWindowAttentionHidesEntriesOlderThanTheWindow) {
+  // Positions 0..len-1 in order; window 7: a query at position p sees positions p-6 .. p.
+  for (int n : {1, 5, 300}) {
+    AttentionProblem p(n, 4, 2, 16, {0, 40}, 10 + n);
+    std::vector<std::vector<int32_t>> pos(2);
+    for (int g = 0; g < 2; ++g) {
+      for (int i = 0; i < p.views[g].length; ++i) pos[g].push_back(i);
+      p.views[g].positions = pos[g].data();
+      p.views[g].window = 7;
+    }
+    const auto ref = p.run(causal_attention_ref);
+    for (auto fn : {causal_attention, causal_attention_rows, causal_attention_blocked})
+      expect_close(p.run(fn), ref, 1e-4f, 1e-5f);
+    // Independent check of the last row: plain attention over only the last 7 entries.
+    AttentionProblem last = p;
+    for (int g = 0; g < 2; ++g) {
+      const int len = p.views[g].length, keep = std::min(7, len);
+      last.views[g] = {p.keys[g].data() + static_cast<long>(len - keep) * p.hd,
+                       p.values[g].data() + static_cast<long>(len - keep) * p.hd,
+                       p.betas[g].data() + (len - keep), keep};
+    }
+    last.n = 1;
+    last.q.assign(p.q.end() - p.n_heads * p.hd, p.q.end());
+    const auto one = last.run(causal_attention_ref);
+    const std::vector<float> tail(ref.end() - p.n_heads * p.hd, ref.end());
+    expect_close(tail, one, 1e-5f, 1e-6f);
+    EXPECT_EQ(first_visible(p.views[1], n, n - 1), p.views[1].length - 7);
+  }
+}
+
 TEST(Ops, CausalAttentionManyBlocksAndSingleRow) {
   // 300 rows: three 128-row blocks in the blocked kernel; OpenMP paths in both.
   const AttentionProblem big(300, 4, 2, 32, {0, 77}, 2);

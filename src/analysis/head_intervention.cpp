@@ -75,14 +75,15 @@ void HeadIntervention::on_attention_output(const AttentionContext& ctx, float* a
           break;
         }
         case Ablation::Uniform: {
-          // weights softmax(beta_j) over the visible entries j = 0 .. L - n + i
+          // weights softmax(beta_j) over the visible entries j = lo .. L - n + i
           const AttentionHeadView& v = ctx.heads[h / group];
           const int visible = v.length - n + i + 1;
+          const int lo = first_visible(v, n, i);  // sliding-window layers: only the window
           float bmax = -INFINITY;
-          for (int j = 0; j < visible; ++j) bmax = std::max(bmax, v.beta[j]);
+          for (int j = lo; j < visible; ++j) bmax = std::max(bmax, v.beta[j]);
           acc.assign(hd, 0.0);
           double total = 0;
-          for (int j = 0; j < visible; ++j) {
+          for (int j = lo; j < visible; ++j) {
             const double w = std::exp(static_cast<double>(v.beta[j]) - bmax);
             total += w;
             const float* val = v.values + static_cast<std::size_t>(j) * hd;

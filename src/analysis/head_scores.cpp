@@ -24,11 +24,12 @@ void row_weights(const AttentionContext& ctx, int row, int h, std::vector<double
   const int group = ctx.n_heads / ctx.n_kv_heads, hd = ctx.head_dim;
   const AttentionHeadView& v = ctx.heads[h / group];
   const int visible = v.length - ctx.n_tokens + row + 1;
+  const int lo = first_visible(v, ctx.n_tokens, row);  // sliding window: earlier entries weigh 0
   const float* q = ctx.q + static_cast<std::size_t>(row) * ctx.n_heads * hd + static_cast<std::size_t>(h) * hd;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-  w.resize(visible);
+  w.assign(visible, 0.0);
   double mx = -INFINITY;
-  for (int j = 0; j < visible; ++j) {
+  for (int j = lo; j < visible; ++j) {
     const float* k = v.keys + static_cast<std::size_t>(j) * hd;
     double s = 0;
     for (int d = 0; d < hd; ++d) s += static_cast<double>(q[d]) * k[d];
@@ -36,8 +37,8 @@ void row_weights(const AttentionContext& ctx, int row, int h, std::vector<double
     mx = std::max(mx, w[j]);
   }
   double total = 0;
-  for (int j = 0; j < visible; ++j) total += (w[j] = std::exp(w[j] - mx));
-  for (int j = 0; j < visible; ++j) w[j] /= total;
+  for (int j = lo; j < visible; ++j) total += (w[j] = std::exp(w[j] - mx));
+  for (int j = lo; j < visible; ++j) w[j] /= total;
 }
 
 // Every query head with its score (per_head [n_layers * n_heads], layer-major), stably sorted

@@ -62,6 +62,21 @@ class HeadCompactor {
 
 }  // namespace
 
+std::vector<HeadId> compactable_heads(const ModelConfig& c) {
+  std::vector<HeadId> heads;
+  for (const HeadId& h : parse_head_names("all", c.n_layers, c.n_kv_heads))
+    if (!c.sliding(h.layer)) heads.push_back(h);
+  if (heads.empty()) throw Error("influence: every layer of the model is a sliding-window layer (none is compacted)");
+  return heads;
+}
+
+void check_compactable(const ModelConfig& c, const std::vector<HeadId>& heads) {
+  for (const HeadId& h : heads)
+    if (h.layer >= 0 && h.layer < c.n_layers && c.sliding(h.layer))
+      throw Error(fmt::format("--heads: head {} is in sliding-window layer {}, which is never compacted "
+                              "(influence covers global layers only)", head_name(h.layer, h.kv_head), h.layer));
+}
+
 DocumentInfluence sweep_context(
     const Model& model, const std::vector<int>& ids, int document, const InfluenceOptions& options,
     const std::function<std::vector<EvalSpan>(const KVCache&, const std::vector<float>&)>& make_spans,
@@ -73,7 +88,8 @@ DocumentInfluence sweep_context(
   if (T < 2) throw Error(fmt::format("document {}: a context of {} tokens (need at least 2)", document + 1, T));
   baseline_index(options.baseline_ratio, options.grid);  // validates
   std::vector<HeadId> heads = options.heads;
-  if (heads.empty()) heads = parse_head_names("all", L, H);
+  if (heads.empty()) heads = compactable_heads(c);
+  check_compactable(c, heads);
 
   const Transformer tr(c, model.weights);
   std::span<const int> context(ids.data(), T);
@@ -104,9 +120,14 @@ DocumentInfluence sweep_context(
   std::vector<std::unique_ptr<HeadCompactor>> compactor(static_cast<std::size_t>(L) * H);
   KVCache base(L, H, d);
   base.next_position = T;
+  for (int l = 0; l < L; ++l) base.set_layer_window(l, c.layer(l).window);
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h) {
       const HeadCache& src = pre.cache.head(l, h);
+      if (c.sliding(l)) {  // sliding-window layers are never compacted
+        base.head(l, h) = src;
+        continue;
+      }
       HeadCompactionInput in;
       in.keys = src.keys.data();
       in.values = src.values.data();
@@ -332,7 +353,8 @@ InfluenceCurves run_items(const Model& model, std::size_t n_items, const std::fu
   if (n_items == 0) throw Error("influence: no documents");
   const ModelConfig& c = model.config;
   InfluenceOptions o = options;
-  if (o.heads.empty()) o.heads = parse_head_names("all", c.n_layers, c.n_kv_heads);
+  if (o.heads.empty()) o.heads = compactable_heads(c);
+  check_compactable(c, o.heads);
   baseline_index(o.baseline_ratio, o.grid);
   const std::string fingerprint = fingerprint_hex(model_fingerprint(c, model.weights));
   namespace fs = std::filesystem;

@@ -54,10 +54,18 @@ struct DocumentInfluence {
   double seconds = 0;               ///< wall time of this document's sweep
 };
 
+/// The heads influence sweeps by default: every KV head of every global layer. Sliding-window
+/// layers (Gemma 3's local layers) are never compacted, so influence curves and budgets cover
+/// global layers only. Throws Error when every layer is a sliding-window layer.
+std::vector<HeadId> compactable_heads(const ModelConfig& config);
+/// Throws Error("--heads: head ... is in sliding-window layer ...") for a head of a sliding layer.
+void check_compactable(const ModelConfig& config, const std::vector<HeadId>& heads);
+
 /// Sweeps one document given as token ids (BOS included): context = the first
 /// T = floor(context_frac * N) tokens, evaluated tokens = the rest (scored as in compact-eval:
 /// the first from the context's last logits, the rest teacher-forced over the cache).
-/// The baseline cache has every head compacted at the baseline ratio; for head (l, h) and ratio r
+/// The baseline cache has every global-layer head compacted at the baseline ratio (sliding
+/// layers keep all entries); for head (l, h) and ratio r
 /// only that head is recompacted (its selection order computed once for all r) and
 /// delta(r) = NLL(r) - NLL(baseline). With reuse_prefix the evaluated tokens' hidden states
 /// entering layer l are taken from the baseline pass (layers below l see the same cache), so only

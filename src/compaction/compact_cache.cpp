@@ -77,12 +77,17 @@ KVCache compact_cache(const KVCache& full, const ReferenceQueries& queries, cons
 
   KVCache out(L, H, d);
   out.next_position = full.next_position;
+  for (int l = 0; l < L; ++l) out.set_layer_window(l, full.layer_window(l));
   std::exception_ptr failure;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int idx = 0; idx < L * H; ++idx) {
     const int layer = idx / H, kv = idx % H;
     try {
       const HeadCache& src = full.head(layer, kv);
+      if (full.sliding(layer)) {  // sliding-window layers keep their window: never compacted
+        out.head(layer, kv) = src;
+        continue;
+      }
       HeadCompactionInput in;
       in.keys = src.keys.data();
       in.values = src.values.data();

@@ -1,5 +1,5 @@
-// Whole-cache compaction: applies a per-head compaction method (a MethodSpec) to every layer and
-// KV head of a context's cache, with a uniform keep ratio or per-head budgets.
+// Whole-cache compaction: applies a per-head compaction method (a MethodSpec) to every global
+// layer and KV head of a context's cache, with a uniform keep ratio or per-head budgets.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +51,9 @@ HeadCache to_head_cache(CompactedHead compacted, const HeadCache& source);
 /// head keeps kept_entries(ratio, T) entries, or its head_budgets entry (PyramidKV redistributes
 /// the uniform budget over layers itself). The result keeps next_position = full.next_position
 /// (= T), so tokens fed afterwards continue at RoPE position T. Heads run in parallel (OpenMP).
+/// Sliding-window layers (full.sliding(l), e.g. Gemma 3's local layers) are copied unchanged and
+/// never compacted (the Attention Matching paper's convention: they keep only their window);
+/// ratios and budgets apply to global layers only (their head_budgets entries are ignored).
 /// Throws Error on a bad ratio or budget, or when queries and cache shapes differ.
 KVCache compact_cache(const KVCache& full, const ReferenceQueries& queries, const CompactionOptions& options,
                       const ReferenceQueries* context_queries = nullptr);

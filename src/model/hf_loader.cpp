@@ -81,13 +81,27 @@ Model load_hf_model(const std::string& folder, const HfLoadOptions& options) {
   const std::int64_t D = c.dim, H = c.hidden_dim, V = c.vocab_size, Q = c.q_dim(), KV = c.kv_dim(),
                      HD = c.head_dim;
   ModelWeights& w = m.weights;
+  // RMSNorm weights as applied: stored + norm_weight_shift (Gemma: 1 + w, added in float32 as
+  // Gemma3RMSNorm's `1.0 + self.weight.float()`).
+  auto norm = [&](const std::string& name, std::int64_t n) {
+    std::vector<float> v = vector_f32(*ck, name, n, arch);
+    if (c.norm_weight_shift != 0.0f)
+      for (float& x : v) x += c.norm_weight_shift;
+    return v;
+  };
   w.token_embedding = matrix(*ck, "model.embed_tokens.weight", V, D, arch);
   w.layers.resize(static_cast<std::size_t>(c.n_layers));
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
     LayerWeights& L = w.layers[static_cast<std::size_t>(l)];
-    L.attn_norm = vector_f32(*ck, p + "input_layernorm.weight", D, arch);
-    L.ffn_norm = vector_f32(*ck, p + "post_attention_layernorm.weight", D, arch);
+    L.attn_norm = norm(p + "input_layernorm.weight", D);
+    if (c.layer(l).norm == NormPlacement::PrePost) {  // Gemma 3
+      L.attn_post_norm = norm(p + "post_attention_layernorm.weight", D);
+      L.ffn_norm = norm(p + "pre_feedforward_layernorm.weight", D);
+      L.ffn_post_norm = norm(p + "post_feedforward_layernorm.weight", D);
+    } else {
+      L.ffn_norm = norm(p + "post_attention_layernorm.weight", D);
+    }
     L.wq = matrix(*ck, p + "self_attn.q_proj.weight", Q, D, arch);
     L.wk = matrix(*ck, p + "self_attn.k_proj.weight", KV, D, arch);
     L.wv = matrix(*ck, p + "self_attn.v_proj.weight", KV, D, arch);
@@ -99,14 +113,14 @@ Model load_hf_model(const std::string& folder, const HfLoadOptions& options) {
     }
     if (c.attention_out_bias) L.bo = vector_f32(*ck, p + "self_attn.o_proj.bias", D, arch);
     if (c.qk_norm) {
-      L.q_norm = vector_f32(*ck, p + "self_attn.q_norm.weight", HD, arch);
-      L.k_norm = vector_f32(*ck, p + "self_attn.k_norm.weight", HD, arch);
+      L.q_norm = norm(p + "self_attn.q_norm.weight", HD);
+      L.k_norm = norm(p + "self_attn.k_norm.weight", HD);
     }
     L.w_gate = matrix(*ck, p + "mlp.gate_proj.weight", H, D, arch);
     L.w_up = matrix(*ck, p + "mlp.up_proj.weight", H, D, arch);
     L.w_down = matrix(*ck, p + "mlp.down_proj.weight", D, H, arch);
   }
-  w.final_norm = vector_f32(*ck, "model.norm.weight", D, arch);
+  w.final_norm = norm("model.norm.weight", D);
   if (!c.tied_classifier) w.classifier = matrix(*ck, "lm_head.weight", V, D, arch);
   m.storage.push_back(ck);
   if (options.load_tokenizer) m.tokenizer = load_hf_tokenizer(folder);

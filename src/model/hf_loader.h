@@ -21,7 +21,9 @@ bool is_hf_checkpoint_dir(const std::string& path);
 /// Tensors (W[out, in] as stored by transformers): model.embed_tokens.weight [vocab, hidden],
 /// model.layers.N.{input_layernorm,post_attention_layernorm}.weight [hidden],
 /// model.layers.N.self_attn.{q,k,v,o}_proj.weight (+ .bias with attention biases),
-/// model.layers.N.self_attn.{q,k}_norm.weight [head_dim] (Qwen3),
+/// model.layers.N.self_attn.{q,k}_norm.weight [head_dim] (Qwen3, Gemma 3), and for Gemma 3
+/// (NormPlacement::PrePost) model.layers.N.{input,post_attention,pre_feedforward,
+/// post_feedforward}_layernorm.weight, every norm stored as w and applied as 1 + w,
 /// model.layers.N.mlp.{gate,up,down}_proj.weight, model.norm.weight, lm_head.weight (unless
 /// tie_word_embeddings). F16 and BF16 matrices stay in their dtype, viewing the memory-mapped
 /// files (Model::storage keeps them mapped); F32 matrices are views too when 4-byte aligned,

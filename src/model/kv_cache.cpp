@@ -21,7 +21,21 @@ bool HeadCache::has_bias() const {
 
 KVCache::KVCache(int n_layers, int n_kv_heads, int head_dim)
     : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim),
-      heads_(static_cast<std::size_t>(n_layers) * n_kv_heads) {}
+      heads_(static_cast<std::size_t>(n_layers) * n_kv_heads),
+      windows_(static_cast<std::size_t>(n_layers > 0 ? n_layers : 0), 0) {}
+
+int KVCache::layer_window(int layer) const {
+  if (layer < 0 || layer >= n_layers_)
+    throw Error(fmt::format("KV cache: no layer {} (cache has {} layers)", layer, n_layers_));
+  return windows_[static_cast<std::size_t>(layer)];
+}
+
+void KVCache::set_layer_window(int layer, int window) {
+  if (layer < 0 || layer >= n_layers_ || window < 0)
+    throw Error(fmt::format("KV cache: cannot set layer {} window {} (cache has {} layers)", layer, window,
+                            n_layers_));
+  windows_[static_cast<std::size_t>(layer)] = window;
+}
 
 std::size_t KVCache::index(int layer, int kv_head) const {
   if (layer < 0 || layer >= n_layers_ || kv_head < 0 || kv_head >= n_kv_heads_)

@@ -25,7 +25,10 @@ struct HeadCache {
 };
 
 /// KV cache of a whole model: n_layers x n_kv_heads HeadCaches. Heads may hold different numbers
-/// of entries (non-uniform compaction). New tokens are fed at RoPE positions next_position,
+/// of entries (non-uniform compaction). Both kinds of layers are stored the same way: a
+/// sliding-window layer (layer_window(l) > 0, set by Transformer::make_cache) keeps every entry,
+/// in position order, and the forward masks the ones older than the window; such layers are
+/// never compacted (compaction/compact_cache.h). New tokens are fed at RoPE positions next_position,
 /// next_position+1, ... : after compaction of a T-token context next_position stays T, whatever
 /// the compacted length.
 class KVCache {
@@ -39,6 +42,12 @@ class KVCache {
   int n_layers() const { return n_layers_; }
   int n_kv_heads() const { return n_kv_heads_; }
   int head_dim() const { return head_dim_; }
+  /// Attention window of layer l in tokens (0: global attention).
+  int layer_window(int layer) const;
+  /// Sets layer l's window (0: global). Throws Error for a bad layer or a negative window.
+  void set_layer_window(int layer, int window);
+  /// True when layer l is a sliding-window layer.
+  bool sliding(int layer) const { return layer_window(layer) > 0; }
 
   /// RoPE position of the next token fed to the model.
   int next_position = 0;
@@ -54,6 +63,7 @@ class KVCache {
   std::size_t index(int layer, int kv_head) const;
   int n_layers_ = 0, n_kv_heads_ = 0, head_dim_ = 0;
   std::vector<HeadCache> heads_;  // [n_layers * n_kv_heads]
+  std::vector<int> windows_;      // [n_layers], 0 = global
 };
 
 }  // namespace kvcompact

@@ -58,6 +58,27 @@ uint64_t model_fingerprint(const ModelConfig& c, const ModelWeights& w) {
   }
   h = hash_array(h, w.final_norm);
   if (!w.classifier.empty()) h = hash_array(h, w.classifier);
+  // Features added later are hashed only when used, so earlier models keep their fingerprints.
+  for (const LayerWeights& L : w.layers)
+    if (!L.attn_post_norm.empty() || !L.ffn_post_norm.empty()) {
+      h = hash_array(h, L.attn_post_norm);
+      h = hash_array(h, L.ffn_post_norm);
+    }
+  if (!c.rope_scaling.freq_factors.empty()) h = hash_array(h, c.rope_scaling.freq_factors);
+  if (!c.layers.empty() || c.embedding_scale != 1.0f || c.final_logit_softcap != 0.0f) {
+    h = fnv1a64(&c.embedding_scale, sizeof(float), h);
+    h = fnv1a64(&c.final_logit_softcap, sizeof(float), h);
+    for (int l = 0; l < c.n_layers; ++l) {
+      const LayerSpec& s = c.layer(l);
+      const RopeSpec r = c.layer_rope(l);
+      h = hash_i32(h, s.window);
+      h = hash_i32(h, static_cast<int32_t>(s.norm) * 16 + static_cast<int32_t>(s.mlp) * 4 +
+                          static_cast<int32_t>(r.scaling.type));
+      h = fnv1a64(&s.attention_scale, sizeof(float), h);
+      h = fnv1a64(&r.theta, sizeof(float), h);
+      h = fnv1a64(&r.scaling.factor, sizeof(float), h);
+    }
+  }
   return h;
 }
 

@@ -25,6 +25,10 @@ uint64_t fnv1a64(const void* data, std::size_t n, uint64_t h = kFnv64Offset);
 /// ffn_norm, w_gate, w_down, w_up; final_norm; classifier when separate), each as its element
 /// count (uint64 LE) followed by its float32 bytes. max_seq_len and architecture (informational)
 /// are not hashed, so the same weights loaded from .bin or .gguf give the same fingerprint.
+/// Then, only when present: post-attention/post-MLP norms of layers that have them, RoPE
+/// frequency factors, and (for configs with layer specs, an embedding scale or logit soft-cap)
+/// those two scalars and per layer window, norm/MLP/scaling kinds, attention scale, RoPE theta
+/// and factor. (Biases, QK norms and RoPE scaling of uniform models are not hashed.)
 uint64_t model_fingerprint(const ModelConfig& config, const ModelWeights& weights);
 
 /// "0x" followed by 16 lowercase hex digits.

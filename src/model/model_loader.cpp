@@ -16,6 +16,7 @@
 #include "io/hf_tokenizer.h"
 #include "io/llama2c_checkpoint.h"
 #include "io/spm_tokenizer.h"
+#include "model/families/families.h"
 #include "model/hf_loader.h"
 #include "model/model.h"
 
@@ -77,9 +78,10 @@ bool same_matrix(const WeightMatrix& a, const WeightMatrix& b) {
          std::memcmp(a.bytes(), b.bytes(), a.byte_size()) == 0;
 }
 
-/// GGUF `llama`, `qwen2`, `qwen3` architectures -> config + weights (+ SPM tokenizer). Metadata
-/// keys are prefixed by the architecture name. qwen2/qwen3 use NEOX RoPE (HalfSplit); qwen2 has
-/// attn_{q,k,v}.bias; qwen3 has attn_q_norm / attn_k_norm [head_dim].
+/// GGUF `llama`, `qwen2`, `qwen3`, `gemma3` architectures -> config + weights (+ SPM tokenizer).
+/// Metadata keys are prefixed by the architecture name; the family mappings in model/families/
+/// read RoPE, biases, norms and layer kinds. qwen2 has attn_{q,k,v}.bias; qwen3 and gemma3 have
+/// attn_q_norm / attn_k_norm [head_dim]; gemma3 has post_attention_norm / post_ffw_norm [dim].
 Model load_gguf_decoder(std::shared_ptr<GgufFile> fp, const std::string& arch, bool load_tokenizer) {
   const GgufFile& f = *fp;
   Model m;
@@ -94,11 +96,6 @@ Model load_gguf_decoder(std::shared_ptr<GgufFile> fp, const std::string& arch, b
   c.n_kv_heads = f.has(a + "attention.head_count_kv") ? positive_int(f, a + "attention.head_count_kv") : c.n_heads;
   c.max_seq_len = positive_int(f, a + "context_length");
   c.norm_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon"));
-  c.rope_theta = static_cast<float>(f.get_float_or(a + "rope.freq_base", 10000.0));
-  // GGUF llama (ggml ROPE_TYPE_NORM) pairs (2i, 2i+1); qwen2/qwen3 use ROPE_TYPE_NEOX (rotate_half).
-  c.rope_style = arch == "llama" ? RopeStyle::Interleaved : RopeStyle::HalfSplit;
-  c.attention_qkv_bias = arch == "qwen2";
-  c.qk_norm = arch == "qwen3";
   if (c.n_heads % c.n_kv_heads != 0) {
     throw Error(fmt::format("{}: head_count {} is not divisible by head_count_kv {}", f.path(), c.n_heads,
                             c.n_kv_heads));
@@ -121,6 +118,10 @@ Model load_gguf_decoder(std::shared_ptr<GgufFile> fp, const std::string& arch, b
     throw Error(fmt::format("{}: {}rope.dimension_count {} != head size {} (partial RoPE unsupported)",
                             f.path(), a, rope_dims, c.head_dim));
   }
+  // Family mapping (model/families/): RoPE base and scaling, biases, norms, layer kinds.
+  if (arch == "gemma3") gguf_gemma3_family(f, c);
+  else if (arch == "qwen2" || arch == "qwen3") gguf_qwen_family(f, c);
+  else gguf_llama_family(f, c);
   if (!(c.norm_eps > 0.0f) || !std::isfinite(c.rope_theta) || !(c.rope_theta > 0.0f)) {
     throw Error(fmt::format("{}: bad rms epsilon {} or rope freq_base {}", f.path(), c.norm_eps, c.rope_theta));
   }
@@ -158,11 +159,25 @@ Model load_gguf_decoder(std::shared_ptr<GgufFile> fp, const std::string& arch, b
       lw.k_norm = gguf_tensor(f, p + "attn_k_norm.weight", {HD});
     }
     lw.ffn_norm = gguf_tensor(f, p + "ffn_norm.weight", {D});
+    if (c.layer(l).norm == NormPlacement::PrePost) {  // gemma3 (norm +1 folded in by the converter)
+      lw.attn_post_norm = gguf_tensor(f, p + "post_attention_norm.weight", {D});
+      lw.ffn_post_norm = gguf_tensor(f, p + "post_ffw_norm.weight", {D});
+    }
     lw.w_gate = gguf_matrix(f, p + "ffn_gate.weight", D, H);
     lw.w_down = gguf_matrix(f, p + "ffn_down.weight", H, D);
     lw.w_up = gguf_matrix(f, p + "ffn_up.weight", D, H);
   }
   w.final_norm = gguf_tensor(f, "output_norm.weight", {D});
+  // rope_freqs.weight [head_dim/2] (Llama 3.1/3.2): llama.cpp divides each RoPE frequency by it.
+  if (const GgufTensorInfo* rf = f.find_tensor("rope_freqs.weight")) {
+    (void)rf;
+    for (int l = 0; l < c.n_layers; ++l)
+      if (c.layer(l).rope)
+        throw Error(fmt::format("{}: tensor rope_freqs.weight with per-layer RoPE ({}) is unsupported", f.path(), arch));
+    c.rope_scaling.freq_factors = gguf_tensor(f, "rope_freqs.weight", {HD / 2});
+    for (float x : c.rope_scaling.freq_factors)
+      if (!(x > 0.0f)) throw Error(fmt::format("{}: tensor rope_freqs.weight has a non-positive factor {}", f.path(), x));
+  }
   c.tied_classifier = true;
   if (f.find_tensor("output.weight") != nullptr) {
     WeightMatrix cls = gguf_matrix(f, "output.weight", D, V);
@@ -182,8 +197,9 @@ Model load_gguf_decoder(std::shared_ptr<GgufFile> fp, const std::string& arch, b
 Model load_gguf_model(const std::string& path, bool load_tokenizer) {
   auto f = std::make_shared<GgufFile>(path);
   const std::string& arch = f->get_string("general.architecture");
-  if (arch == "llama" || arch == "qwen2" || arch == "qwen3") return load_gguf_decoder(f, arch, load_tokenizer);
-  throw Error(fmt::format("{}: unsupported GGUF architecture '{}' (supported: llama, qwen2, qwen3)", path, arch));
+  if (arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "gemma3")
+    return load_gguf_decoder(f, arch, load_tokenizer);
+  throw Error(fmt::format("{}: unsupported GGUF architecture '{}' (supported: llama, qwen2, qwen3, gemma3)", path, arch));
 }
 
 namespace {
@@ -244,7 +260,10 @@ long long parameter_count(const ModelConfig& c) {
   if (c.attention_qkv_bias) extra += c.q_dim() + 2LL * c.kv_dim();
   if (c.attention_out_bias) extra += D;
   if (c.qk_norm) extra += 2LL * c.head_dim;
-  long long n = V * D + c.n_layers * (per_layer + extra) + D;
+  long long post = 0;  // post-attention / post-MLP norms (Gemma)
+  for (int l = 0; l < c.n_layers; ++l)
+    if (c.layer(l).norm == NormPlacement::PrePost) post += 2 * D;
+  long long n = V * D + c.n_layers * (per_layer + extra) + post + D;
   if (!c.tied_classifier) n += V * D;
   return n;
 }

@@ -11,6 +11,7 @@
 #include "io/error.h"
 #include "ops/attention.h"
 #include "ops/dequant.h"
+#include "ops/geglu.h"
 #include "ops/matmul.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
@@ -54,7 +55,8 @@ void add_bias(float* y, const std::vector<float>& b, int n) {
 // Activation buffers of one forward call. thread_local and grow-only, so that token-at-a-time
 // decoding does no heap allocation after the first call.
 struct Workspace {
-  std::vector<float> x, xn, q, k, v, att, proj, hb, hb2, cos, sin;
+  std::vector<float> x, xn, q, k, v, att, proj, hb, hb2;
+  std::vector<std::vector<float>> cos, sin;  // per RoPE group
   std::vector<AttentionHeadView> views;
 };
 
@@ -81,9 +83,33 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights)
   if (!(c.norm_eps >= 0.0f) || !(c.rope_theta > 0.0f) || !std::isfinite(c.rope_theta))
     throw Error(fmt::format("model config: bad norm_eps {} or rope_theta {}", c.norm_eps,
                             c.rope_theta));
-  {
+  if (!c.layers.empty() && static_cast<int>(c.layers.size()) != c.n_layers)
+    throw Error(fmt::format("model config: {} layer specs for {} layers", c.layers.size(), c.n_layers));
+  if (!(c.embedding_scale > 0.0f) || !std::isfinite(c.embedding_scale) || !(c.final_logit_softcap >= 0.0f) ||
+      !std::isfinite(c.final_logit_softcap))
+    throw Error(fmt::format("model config: bad embedding_scale {} or final_logit_softcap {}", c.embedding_scale,
+                            c.final_logit_softcap));
+  layer_rope_.resize(static_cast<std::size_t>(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerSpec& s = c.layer(l);
+    if (s.sliding() != (s.window > 0) || s.window < 0)
+      throw Error(fmt::format("model config: layer {} is {} with window {} (sliding layers need a window > 0, "
+                              "global layers 0)", l, s.sliding() ? "sliding" : "global", s.window));
+    if (!(s.attention_scale >= 0.0f) || !std::isfinite(s.attention_scale))
+      throw Error(fmt::format("model config: layer {} attention_scale {} is negative", l, s.attention_scale));
+    const RopeSpec r = c.layer_rope(l);
+    if (!(r.theta > 0.0f) || !std::isfinite(r.theta))
+      throw Error(fmt::format("model config: layer {} rope theta {} is not positive", l, r.theta));
     std::vector<float> inv(static_cast<std::size_t>(c.head_dim / 2));
-    rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling, inv.data());  // validates scaling
+    rope_inv_freq(c.head_dim, r.theta, r.scaling, inv.data());  // validates scaling
+    const float af = rope_attention_factor(r.scaling);
+    int g = 0;
+    while (g < static_cast<int>(rope_inv_freq_.size()) && (rope_inv_freq_[g] != inv || rope_factor_[g] != af)) ++g;
+    if (g == static_cast<int>(rope_inv_freq_.size())) {
+      rope_inv_freq_.push_back(std::move(inv));
+      rope_factor_.push_back(af);
+    }
+    layer_rope_[static_cast<std::size_t>(l)] = g;
   }
   const std::size_t dim = c.dim, hid = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim(),
                     vocab = c.vocab_size;
@@ -111,11 +137,16 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights)
     check_size(w.bo, c.attention_out_bias ? dim : 0, "bo", l);
     check_size(w.q_norm, c.qk_norm ? hdim : 0, "q_norm", l);
     check_size(w.k_norm, c.qk_norm ? hdim : 0, "k_norm", l);
+    const bool post = c.layer(l).norm == NormPlacement::PrePost;
+    check_size(w.attn_post_norm, post ? dim : 0, "attn_post_norm", l);
+    check_size(w.ffn_post_norm, post ? dim : 0, "ffn_post_norm", l);
   }
 }
 
 KVCache Transformer::make_cache() const {
-  return KVCache(config_.n_layers, config_.n_kv_heads, config_.head_dim);
+  KVCache cache(config_.n_layers, config_.n_kv_heads, config_.head_dim);
+  for (int l = 0; l < config_.n_layers; ++l) cache.set_layer_window(l, config_.layer(l).window);
+  return cache;
 }
 
 std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& cache,
@@ -161,8 +192,13 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
   ensure(ws.proj, N * dim);
   ensure(ws.hb, N * hid);
   ensure(ws.hb2, N * hid);
-  ensure(ws.cos, N * (hd / 2));
-  ensure(ws.sin, N * (hd / 2));
+  const std::size_t n_groups = rope_inv_freq_.size();
+  ws.cos.resize(std::max(ws.cos.size(), n_groups));
+  ws.sin.resize(std::max(ws.sin.size(), n_groups));
+  for (std::size_t g = 0; g < n_groups; ++g) {
+    ensure(ws.cos[g], N * (hd / 2));
+    ensure(ws.sin[g], N * (hd / 2));
+  }
   ws.views.resize(c.n_kv_heads);
   float *x = ws.x.data(), *xn = ws.xn.data(), *q = ws.q.data(), *k = ws.k.data(),
         *v = ws.v.data(), *att = ws.att.data(), *proj = ws.proj.data(), *hb = ws.hb.data(),
@@ -177,11 +213,32 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
   } else {
     for (int i = 0; i < n; ++i)
       weight_row_f32(weights_.token_embedding, tokens[i], dim, x + static_cast<std::size_t>(i) * dim);
+    if (c.embedding_scale != 1.0f)
+      for (std::size_t i = 0; i < N * dim; ++i) x[i] *= c.embedding_scale;
   }
-  rope_angles(first_pos, n, hd, c.rope_theta, c.rope_scaling, ws.cos.data(), ws.sin.data());
+  // cos/sin of every RoPE group (distinct per-layer RoPE) at positions first_pos .. first_pos+n-1
+  const int half = hd / 2;
+  for (std::size_t g = 0; g < n_groups; ++g) {
+    const float* inv = rope_inv_freq_[g].data();
+    const float af = rope_factor_[g];
+    float *co = ws.cos[g].data(), *si = ws.sin[g].data();
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < half; ++j) {
+        const float val = static_cast<float>(first_pos + i) * inv[j];
+        co[static_cast<std::size_t>(i) * half + j] = std::cos(val) * af;
+        si[static_cast<std::size_t>(i) * half + j] = std::sin(val) * af;
+      }
+  }
+
+  // The cache records each layer's window (caches read from .kvc files or built by hand get it
+  // here), so that compaction can tell sliding layers apart.
+  for (int l = 0; l < c.n_layers; ++l)
+    if (cache.layer_window(l) != c.layer(l).window) cache.set_layer_window(l, c.layer(l).window);
 
   for (int l = options.first_layer; l < c.n_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
+    const LayerSpec& spec = c.layer(l);
+    const std::size_t rg = static_cast<std::size_t>(layer_rope_[static_cast<std::size_t>(l)]);
     if (options.observer) options.observer->on_layer_input(l, x, n);
     rmsnorm(x, w.attn_norm.data(), xn, n, dim, c.norm_eps);
     matmul_wt(xn, w.wq, q, n, dim, qd);
@@ -196,8 +253,15 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
       rmsnorm(q, w.q_norm.data(), q, n * c.n_heads, hd, c.norm_eps);
       rmsnorm(k, w.k_norm.data(), k, n * c.n_kv_heads, hd, c.norm_eps);
     }
-    apply_rope(q, n, c.n_heads, hd, ws.cos.data(), ws.sin.data(), c.rope_style);
-    apply_rope(k, n, c.n_kv_heads, hd, ws.cos.data(), ws.sin.data(), c.rope_style);
+    apply_rope(q, n, c.n_heads, hd, ws.cos[rg].data(), ws.sin[rg].data(), c.rope_style);
+    apply_rope(k, n, c.n_kv_heads, hd, ws.cos[rg].data(), ws.sin[rg].data(), c.rope_style);
+    if (spec.attention_scale > 0.0f) {
+      // A logit scale other than 1/sqrt(head_dim) (Gemma's query_pre_attn_scalar^-1/2) is folded
+      // into the queries, so that every consumer of q sees scores q.k/sqrt(head_dim).
+      const float m = spec.attention_scale * std::sqrt(static_cast<float>(hd));
+      if (m != 1.0f)
+        for (std::size_t i = 0; i < N * qd; ++i) q[i] *= m;
+    }
     if (options.observer) options.observer->on_queries(l, q, n, first_pos);
 
     for (int g = 0; g < c.n_kv_heads; ++g) {
@@ -212,7 +276,7 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
         h.append(k + off, v + off, hd, 0.0f, first_pos + i);
       }
       ws.views[g] = AttentionHeadView{h.keys.data(), h.values.data(), h.beta.data(),
-                                      static_cast<int>(h.length())};
+                                      static_cast<int>(h.length()), h.positions.data(), spec.window};
     }
     causal_attention(q, n, c.n_heads, c.n_kv_heads, hd, ws.views.data(), att);
     if (options.observer) {
@@ -220,15 +284,21 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
       options.observer->on_attention_output(ctx, att);
     }
 
+    const bool post = spec.norm == NormPlacement::PrePost;
     matmul_wt(att, w.wo, proj, n, qd, dim);
     if (c.attention_out_bias) add_bias(proj, w.bo, n);
+    if (post) rmsnorm(proj, w.attn_post_norm.data(), proj, n, dim, c.norm_eps);
     for (std::size_t i = 0; i < N * dim; ++i) x[i] += proj[i];
 
     rmsnorm(x, w.ffn_norm.data(), xn, n, dim, c.norm_eps);
     matmul_wt(xn, w.w_gate, hb, n, dim, hid);
     matmul_wt(xn, w.w_up, hb2, n, dim, hid);
-    swiglu(hb, hb2, static_cast<long>(N) * hid);
+    if (spec.mlp == MlpKind::GeGLUTanh)
+      geglu_tanh(hb, hb2, static_cast<long>(N) * hid);
+    else
+      swiglu(hb, hb2, static_cast<long>(N) * hid);
     matmul_wt(hb, w.w_down, proj, n, hid, dim);
+    if (post) rmsnorm(proj, w.ffn_post_norm.data(), proj, n, dim, c.norm_eps);
     for (std::size_t i = 0; i < N * dim; ++i) x[i] += proj[i];
   }
   cache.next_position = first_pos + n;
@@ -241,6 +311,10 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
   rmsnorm(xr, weights_.final_norm.data(), xn, rows, dim, c.norm_eps);
   logits.resize(static_cast<std::size_t>(rows) * c.vocab_size);
   matmul_wt(xn, weights_.classifier_matrix(), logits.data(), rows, dim, c.vocab_size);
+  if (c.final_logit_softcap > 0.0f) {
+    const float cap = c.final_logit_softcap;
+    for (float& v : logits) v = std::tanh(v / cap) * cap;
+  }
   return logits;
 }
 

@@ -18,6 +18,8 @@ enum class LogitsMode { None, Last, All };
 /// g = h / (n_heads / n_kv_heads) through heads[g], whose last n_tokens entries are the new
 /// tokens' own keys/values; row i sees entries 0 .. heads[g].length - n_tokens + i. Scores are
 /// q.k / sqrt(head_dim) + beta (ops/attention.h).
+/// Query row i sees entries first_visible(heads[g], n_tokens, i) .. (ops/attention.h): 0 except
+/// in sliding-window layers.
 struct AttentionContext {
   int layer = 0;
   int n_tokens = 0;
@@ -69,6 +71,12 @@ struct ForwardOptions {
 /// in every layer each query head h attends over its KV head's cached entries (logits
 /// q.k/sqrt(head_dim) + beta) plus, causally, the new tokens; the new tokens' keys (after RoPE)
 /// and values are appended to the cache with beta 0 and next_position advances by tokens.size().
+/// Each layer follows its LayerSpec (model/config.h): its RoPE (theta, scaling; Yarn's factor
+/// multiplies cos/sin, so keys are stored scaled), its attention span (a sliding layer's query at
+/// position p ignores entries at positions <= p - window; the cache keeps every entry and masks),
+/// its logit scale (folded into q, so observers and compaction see q.k/sqrt(head_dim) scores),
+/// its norm placement and MLP kind. Embeddings are multiplied by embedding_scale; logits are
+/// soft-capped when final_logit_softcap > 0.
 class Transformer {
  public:
   Transformer(const ModelConfig& config, const ModelWeights& weights);
@@ -86,6 +94,9 @@ class Transformer {
  private:
   const ModelConfig& config_;
   const ModelWeights& weights_;
+  std::vector<std::vector<float>> rope_inv_freq_;  ///< per distinct layer RoPE: inv_freq [head_dim/2]
+  std::vector<float> rope_factor_;                 ///< per distinct layer RoPE: cos/sin multiplier
+  std::vector<int> layer_rope_;                    ///< [n_layers] index into rope_inv_freq_
 };
 
 }  // namespace kvcompact

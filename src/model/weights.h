@@ -1,6 +1,7 @@
 // Model weights. The big matrices (embedding, projections, classifier) are WeightMatrix
 // (float32, float16, bfloat16, Q8_0 or Q4_0, owned or viewing a memory-mapped file); norms and
-// biases are float32 vectors. Row-major, W[out, in] means y = W x.
+// biases are float32 vectors. RMSNorm weights are the multipliers actually applied (Gemma's
+// stored `w` becomes 1 + w at load time, as llama.cpp's GGUF conversion folds it). Row-major, W[out, in] means y = W x.
 #pragma once
 
 #include <vector>
@@ -28,6 +29,8 @@ struct LayerWeights {
   std::vector<float> bo;      ///< [dim]                    when attention_out_bias
   std::vector<float> q_norm;  ///< [head_dim]  per-head RMSNorm of q before RoPE (Qwen3 qk_norm)
   std::vector<float> k_norm;  ///< [head_dim]  per-head RMSNorm of k before RoPE (Qwen3 qk_norm)
+  std::vector<float> attn_post_norm;  ///< [dim]  RMSNorm of the attention output (NormPlacement::PrePost)
+  std::vector<float> ffn_post_norm;   ///< [dim]  RMSNorm of the MLP output (NormPlacement::PrePost)
 };
 
 /// All weights of a Llama-family decoder.

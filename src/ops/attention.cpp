@@ -9,6 +9,15 @@
 
 namespace kvcompact {
 
+int first_visible(const AttentionHeadView& v, int n, int r) {
+  if (v.window <= 0) return 0;
+  const int self = v.length - n + r;
+  const int32_t limit = v.positions[self] - v.window;  // entries at positions <= limit are hidden
+  return static_cast<int>(std::partition_point(v.positions, v.positions + self,
+                                               [limit](int32_t p) { return p <= limit; }) -
+                          v.positions);
+}
+
 void attend_row(const float* q, const float* keys, const float* values, const float* beta, int L,
                 int head_dim, float scale, float* scratch, float* out) {
   float mx = -INFINITY;
@@ -59,17 +68,23 @@ void causal_attention_blocked(const float* q, int n, int n_heads, int n_kv_heads
   const int block = static_cast<int>(
       std::clamp<long>(budget / (static_cast<long>(n_heads) * std::max(max_len, 1)), 8, 128));
   thread_local std::vector<float> S;  // [n_heads, block rows, max_len], grow-only
+  thread_local std::vector<int> base_store;
+  base_store.resize(n_kv_heads);
+  int* base = base_store.data();
   const std::size_t stride = static_cast<std::size_t>(std::min(n, block)) * max_len;
   if (S.size() < stride * n_heads) S.resize(stride * n_heads);
   for (int i0 = 0; i0 < n; i0 += block) {
     const int rows = std::min(block, n - i0);
     // 1) logits of every head: S_h = scale * Q_h K_g^T over the entries the block can see.
+    // Entries before base (the first entry row i0 can see) are invisible to the whole block.
+    for (int g = 0; g < n_kv_heads; ++g) base[g] = first_visible(heads[g], n, i0);
     for (int h = 0; h < n_heads; ++h) {
       const AttentionHeadView& hv = heads[h / group];
-      const int Lc = hv.length - n + i0 + rows;
+      const int b = base[h / group];
+      const int Lc = hv.length - n + i0 + rows - b;
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, Lc, hd, scale,
-                  q + static_cast<long>(i0) * ld + static_cast<long>(h) * hd, ld, hv.keys, hd,
-                  0.0f, S.data() + h * stride, Lc);
+                  q + static_cast<long>(i0) * ld + static_cast<long>(h) * hd, ld,
+                  hv.keys + static_cast<long>(b) * hd, hd, 0.0f, S.data() + h * stride, Lc);
     }
     // 2) + beta, causal mask, softmax: one parallel region over (head, row).
     float* Sp = S.data();
@@ -78,31 +93,35 @@ void causal_attention_blocked(const float* q, int n, int n_heads, int n_kv_heads
     for (long t = 0; t < tasks; ++t) {
       const int h = static_cast<int>(t / rows), r = static_cast<int>(t % rows);
       const AttentionHeadView& hv = heads[h / group];
-      const int prev = hv.length - n;
+      const int b = base[h / group];
+      const int prev = hv.length - n - b;
       const int Lc = prev + i0 + rows;
-      const int L = prev + i0 + r + 1;  // causal: entries 0 .. L-1
+      const int L = prev + i0 + r + 1;  // causal: entries b .. b+L-1
+      const int lo = first_visible(hv, n, i0 + r) - b;  // window: entries before b+lo hidden
       float* s = Sp + h * stride + static_cast<long>(r) * Lc;
-      const float* beta = hv.beta;
+      const float* beta = hv.beta + b;
       float mx = -INFINITY;
-      for (int j = 0; j < L; ++j) {
+      for (int j = lo; j < L; ++j) {
         s[j] += beta[j];
         mx = s[j] > mx ? s[j] : mx;
       }
       float sum = 0.0f;
-      for (int j = 0; j < L; ++j) {
+      for (int j = lo; j < L; ++j) {
         s[j] = std::exp(s[j] - mx);
         sum += s[j];
       }
       const float inv = 1.0f / sum;
-      for (int j = 0; j < L; ++j) s[j] *= inv;
+      for (int j = 0; j < lo; ++j) s[j] = 0.0f;
+      for (int j = lo; j < L; ++j) s[j] *= inv;
       for (int j = L; j < Lc; ++j) s[j] = 0.0f;
     }
     // 3) out_h = P_h V_g.
     for (int h = 0; h < n_heads; ++h) {
       const AttentionHeadView& hv = heads[h / group];
-      const int Lc = hv.length - n + i0 + rows;
+      const int b = base[h / group];
+      const int Lc = hv.length - n + i0 + rows - b;
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, Lc, 1.0f,
-                  S.data() + h * stride, Lc, hv.values, hd, 0.0f,
+                  S.data() + h * stride, Lc, hv.values + static_cast<long>(b) * hd, hd, 0.0f,
                   out + static_cast<long>(i0) * ld + static_cast<long>(h) * hd, ld);
     }
   }
@@ -134,9 +153,11 @@ void causal_attention_rows(const float* q, int n, int n_heads, int n_kv_heads, i
       const int h = static_cast<int>(t % n_heads);
       const int i = static_cast<int>(t / n_heads);
       const AttentionHeadView& hv = heads[h / group];
-      const int L = hv.length - n + i + 1;
-      attend_row(q + i * row + static_cast<long>(h) * head_dim, hv.keys, hv.values, hv.beta, L,
-                 head_dim, scale, scratch.data(), out + i * row + static_cast<long>(h) * head_dim);
+      const int lo = first_visible(hv, n, i);
+      const int L = hv.length - n + i + 1 - lo;
+      attend_row(q + i * row + static_cast<long>(h) * head_dim, hv.keys + static_cast<long>(lo) * head_dim,
+                 hv.values + static_cast<long>(lo) * head_dim, hv.beta + lo, L, head_dim, scale,
+                 scratch.data(), out + i * row + static_cast<long>(h) * head_dim);
     }
   }
 }

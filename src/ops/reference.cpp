@@ -87,8 +87,13 @@ void causal_attention_ref(const float* q, int n, int n_heads, int n_kv_heads, in
     for (int h = 0; h < n_heads; ++h) {
       const AttentionHeadView& hv = heads[h / group];
       const long off = (static_cast<long>(i) * n_heads + h) * head_dim;
-      attend_row_ref(q + off, hv.keys, hv.values, hv.beta, hv.length - n + i + 1, head_dim, scale,
-                     out + off);
+      // window: entries at positions <= own position - window are hidden (linear scan)
+      int lo = 0;
+      if (hv.window > 0)
+        while (hv.positions[lo] <= hv.positions[hv.length - n + i] - hv.window) ++lo;
+      attend_row_ref(q + off, hv.keys + static_cast<long>(lo) * head_dim,
+                     hv.values + static_cast<long>(lo) * head_dim, hv.beta + lo,
+                     hv.length - n + i + 1 - lo, head_dim, scale, out + off);
     }
 }
 

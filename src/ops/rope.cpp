@@ -1,5 +1,6 @@
 #include "ops/rope.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <vector>
@@ -23,16 +24,67 @@ void rope_angles(int first_position, int n, int head_dim, float theta, float* co
   }
 }
 
+namespace {
+
+// Yarn (transformers _compute_yarn_parameters; ggml_rope_yarn_corr_dims + rope_yarn_ramp).
+void yarn_inv_freq(int head_dim, float theta, const RopeScaling& sc, float* inv_freq) {
+  const int half = head_dim / 2;
+  const double dim = head_dim, base = theta, factor = sc.factor;
+  const double orig = sc.original_max_position_embeddings;
+  auto correction_dim = [&](double rotations) {
+    return (dim * std::log(orig / (rotations * 2.0 * std::numbers::pi))) / (2.0 * std::log(base));
+  };
+  double low = correction_dim(sc.beta_fast), high = correction_dim(sc.beta_slow);
+  if (sc.truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(low, 0.0);
+  high = std::min(high, dim - 1);
+  if (low == high) high += 0.001;  // as transformers' linear_ramp_factor
+  for (int j = 0; j < half; ++j) {
+    const double pos_freq = std::pow(base, 2.0 * j / dim);
+    const double extrapolation = 1.0 / pos_freq, interpolation = 1.0 / (factor * pos_freq);
+    const double ramp = std::clamp((j - low) / (high - low), 0.0, 1.0);
+    const double extrapolation_factor = 1.0 - ramp;
+    inv_freq[j] = static_cast<float>(interpolation * (1.0 - extrapolation_factor) +
+                                     extrapolation * extrapolation_factor);
+  }
+}
+
+}  // namespace
+
+float rope_attention_factor(const RopeScaling& sc) {
+  if (sc.type != RopeScalingType::Yarn) return 1.0f;
+  if (sc.attention_factor > 0.0f) return sc.attention_factor;
+  if (sc.factor <= 1.0f) return 1.0f;
+  return static_cast<float>(0.1 * std::log(static_cast<double>(sc.factor)) + 1.0);
+}
+
 void rope_inv_freq(int head_dim, float theta, const RopeScaling& sc, float* inv_freq) {
   const int half = head_dim / 2;
+  if (!sc.freq_factors.empty() && sc.freq_factors.size() != static_cast<std::size_t>(half))
+    throw Error(fmt::format("rope scaling: {} frequency factors, head_dim {} needs {}", sc.freq_factors.size(),
+                            head_dim, half));
+  for (float f : sc.freq_factors)
+    if (!(f > 0.0f) || !std::isfinite(f))
+      throw Error(fmt::format("rope scaling: frequency factor {} is not positive", f));
   for (int j = 0; j < half; ++j)
     inv_freq[j] = 1.0f / std::pow(theta, static_cast<float>(2 * j) / static_cast<float>(head_dim));
-  if (sc.type == RopeScalingType::None) return;
+  auto apply_factors = [&] {
+    for (std::size_t j = 0; j < sc.freq_factors.size(); ++j) inv_freq[j] /= sc.freq_factors[j];
+  };
+  if (sc.type == RopeScalingType::None) return apply_factors();
   if (!(sc.factor > 0.0f) || !std::isfinite(sc.factor))
     throw Error(fmt::format("rope scaling: factor {} is not positive", sc.factor));
   if (sc.type == RopeScalingType::Linear) {
     for (int j = 0; j < half; ++j) inv_freq[j] = static_cast<float>(inv_freq[j] / static_cast<double>(sc.factor));
-    return;
+    return apply_factors();
+  }
+  if (sc.type == RopeScalingType::Yarn) {
+    if (sc.original_max_position_embeddings <= 0 || !(sc.beta_fast > 0.0f) || !(sc.beta_slow > 0.0f))
+      throw Error(fmt::format("rope scaling yarn: need original_max_position_embeddings ({}) > 0 and positive "
+                              "beta_fast ({}) / beta_slow ({})",
+                              sc.original_max_position_embeddings, sc.beta_fast, sc.beta_slow));
+    yarn_inv_freq(head_dim, theta, sc, inv_freq);
+    return apply_factors();
   }
   // Llama 3.1 (transformers modeling_rope_utils._compute_llama3_parameters).
   if (!(sc.high_freq_factor > sc.low_freq_factor) || !(sc.low_freq_factor > 0.0f) ||
@@ -58,20 +110,22 @@ void rope_inv_freq(int head_dim, float theta, const RopeScaling& sc, float* inv_
     }
     inv_freq[j] = static_cast<float>(g);
   }
+  apply_factors();
 }
 
 void rope_angles(int first_position, int n, int head_dim, float theta, const RopeScaling& scaling,
                  float* cos_out, float* sin_out) {
-  if (scaling.type == RopeScalingType::None)
+  if (scaling.type == RopeScalingType::None && scaling.freq_factors.empty())
     return rope_angles(first_position, n, head_dim, theta, cos_out, sin_out);
   const int half = head_dim / 2;
   std::vector<float> inv(static_cast<std::size_t>(half));
   rope_inv_freq(head_dim, theta, scaling, inv.data());
+  const float af = rope_attention_factor(scaling);
   for (int j = 0; j < half; ++j)
     for (int i = 0; i < n; ++i) {
       const float val = static_cast<float>(first_position + i) * inv[j];
-      cos_out[static_cast<long>(i) * half + j] = std::cos(val);
-      sin_out[static_cast<long>(i) * half + j] = std::sin(val);
+      cos_out[static_cast<long>(i) * half + j] = std::cos(val) * af;
+      sin_out[static_cast<long>(i) * half + j] = std::sin(val) * af;
     }
 }
 

@@ -14,12 +14,20 @@ void rope_angles(int first_position, int n, int head_dim, float theta, float* co
 
 /// Inverse frequencies inv_freq[head_dim/2] with scaling (see RopeScaling in model/config.h).
 /// RopeScalingType::None gives 1 / theta^(2j/head_dim) computed in float as rope_angles does;
-/// Linear and Llama3 apply the Hugging Face formulas (in double, rounded to float). Throws Error
-/// for a non-positive factor or, for Llama3, high_freq_factor <= low_freq_factor.
+/// Linear, Llama3 and Yarn apply the Hugging Face formulas (in double, rounded to float); then
+/// each inv_freq_j is divided by freq_factors[j] when given. Throws Error for a non-positive
+/// factor, for Llama3 high_freq_factor <= low_freq_factor, for Yarn a non-positive original
+/// context or beta, or freq_factors of the wrong length or non-positive.
 void rope_inv_freq(int head_dim, float theta, const RopeScaling& scaling, float* inv_freq);
 
-/// rope_angles with scaled frequencies: entry (i, j) is cos/sin of (first_position+i) *
-/// inv_freq_j (rope_inv_freq). With RopeScalingType::None identical to rope_angles.
+/// The factor Yarn multiplies cos and sin by (transformers `attention_factor`, llama.cpp mscale):
+/// scaling.attention_factor when set, else 0.1 ln(factor) + 1 (1 for factor <= 1); 1 for every
+/// other scaling type.
+float rope_attention_factor(const RopeScaling& scaling);
+
+/// rope_angles with scaled frequencies: entry (i, j) is rope_attention_factor * cos/sin of
+/// (first_position+i) * inv_freq_j (rope_inv_freq). With RopeScalingType::None and no freq_factors
+/// identical to rope_angles.
 void rope_angles(int first_position, int n, int head_dim, float theta, const RopeScaling& scaling,
                  float* cos_out, float* sin_out);
 
