@@ -34,7 +34,9 @@ GgufPreTokenizer gguf_pre_tokenizer(const std::string& name, const std::string& 
 ///  - `tokenizer.ggml.model = "gpt2"` (byte-level BPE): tokens, ranked merges
 ///    (`tokenizer.ggml.merges`, "left right"), the pre-tokenizer of `tokenizer.ggml.pre`
 ///    (gguf_pre_tokenizer), GPT-2 byte-to-unicode alphabet; BOS not added by default.
-/// Both: text is read as llama.cpp reads it (invalid UTF-8 bytes become U+FFFD each);
+/// Both: text is read as llama.cpp reads it (invalid UTF-8 bytes become U+FFFD each; one known
+/// difference: an encoded surrogate such as ED A0 80, which llama.cpp hands to byte-level BPE as
+/// its three bytes, becomes U+FFFD here);
 /// tokens typed Control, UserDefined or Unknown in `tokenizer.ggml.token_type` are found in
 /// the text first and become their own ids (llama.cpp tokenize with parse_special = true);
 /// `tokenizer.ggml.add_bos_token` / `add_eos_token` decide whether encode(text, true) puts BOS in
