@@ -13,7 +13,11 @@
 #include <string>
 
 #include "io/error.h"
+#include "io/jinja.h"
 #include "io/kvc_file.h"
+#include "io/llama2c_checkpoint.h"
+#include "analysis/task_suite.h"
+#include "model/model.h"
 #include "test_util.h"
 
 namespace kvcompact {
@@ -29,6 +33,146 @@ std::string scratch(const std::string& name, const std::string& bytes) {
   const std::string path = (dir / name).string();
   std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return path;
+}
+
+/// A GGUF v3 file (gguf.md layout): metadata of u32 / f32 / string values, then F32 tensors
+/// (ggml dims) with zero data, 32-byte aligned.
+struct TinyGguf {
+  std::string kv, infos, data;
+  std::uint64_t n_kv = 0, n_tensors = 0;
+  template <typename T>
+  static void put(std::string& s, T v) { s.append(reinterpret_cast<const char*>(&v), sizeof v); }
+  static void put_str(std::string& s, const std::string& v) { put<std::uint64_t>(s, v.size()), s += v; }
+  void u32(const std::string& key, std::uint32_t v) { put_str(kv, key), put<std::uint32_t>(kv, 4), put(kv, v), ++n_kv; }
+  void f32(const std::string& key, float v) { put_str(kv, key), put<std::uint32_t>(kv, 6), put(kv, v), ++n_kv; }
+  void str(const std::string& key, const std::string& v) { put_str(kv, key), put<std::uint32_t>(kv, 8), put_str(kv, v), ++n_kv; }
+  void tensor_f32(const std::string& name, const std::vector<std::uint64_t>& dims) {
+    put_str(infos, name);
+    put<std::uint32_t>(infos, static_cast<std::uint32_t>(dims.size()));
+    std::uint64_t n = 1;
+    for (auto d : dims) put(infos, d), n *= d;
+    put<std::uint32_t>(infos, 0);  // F32
+    put<std::uint64_t>(infos, data.size());
+    data.append(n * 4, '\0');
+    data.append((32 - data.size() % 32) % 32, '\0');
+    ++n_tensors;
+  }
+  std::string bytes() const {
+    std::string s = "GGUF";
+    put<std::uint32_t>(s, 3), put(s, n_tensors), put(s, n_kv);
+    s += kv + infos;
+    s.append((32 - s.size() % 32) % 32, '\0');
+    return s + data;
+  }
+};
+
+// gguf_model_fuzz: llama.block_count 2^31-1 in a file with one tensor made load_gguf_model
+// allocate 2^31 LayerWeights (malloc of 9.8 GB) before looking for the layers' tensors.
+TEST(FuzzRegression, GgufHugeBlockCountFailsBeforeAllocating) {
+  TinyGguf g;
+  g.str("general.architecture", "llama");
+  g.u32("llama.embedding_length", 8);
+  g.u32("llama.feed_forward_length", 16);
+  g.u32("llama.block_count", 0x7FFFFFFF);
+  g.u32("llama.attention.head_count", 2);
+  g.u32("llama.context_length", 16);
+  g.f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  g.tensor_f32("token_embd.weight", {8, 4});
+  const std::string path = scratch("block_count.gguf", g.bytes());
+  expect_error([&] { (void)load_gguf_model(path, /*load_tokenizer=*/false); },
+               {path, "block_count 2147483647 needs at least 19327352823 layer tensors, the file has 1"});
+}
+
+// gguf_model_fuzz (same family): head_count x key_length overflowing int.
+TEST(FuzzRegression, GgufHugeHeadWidthIsRefused) {
+  TinyGguf g;
+  g.str("general.architecture", "llama");
+  g.u32("llama.embedding_length", 8);
+  g.u32("llama.feed_forward_length", 16);
+  g.u32("llama.block_count", 1);
+  g.u32("llama.attention.head_count", 65536);
+  g.u32("llama.attention.head_count_kv", 1);
+  g.u32("llama.attention.key_length", 65536);
+  g.u32("llama.rope.dimension_count", 65536);
+  g.u32("llama.context_length", 16);
+  g.f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  g.tensor_f32("token_embd.weight", {8, 4});
+  const std::string path = scratch("head_width.gguf", g.bytes());
+  expect_error([&] { (void)load_gguf_model(path, /*load_tokenizer=*/false); },
+               {path, "head_count 65536 x head size 65536 is too large"});
+}
+
+// llama2c_tokenizer_fuzz: a vocab_size of 2^31-1 (from the model header) made
+// read_llama2c_tokenizer reserve 2^31 pieces (a 26 GB allocation) before reading the file.
+TEST(FuzzRegression, Llama2cTokenizerHugeVocabSizeIsTruncationNotAllocation) {
+  std::string bytes;
+  const std::int32_t max_len = 1, len = 1;
+  const float score = 0.0f;
+  bytes.append(reinterpret_cast<const char*>(&max_len), 4);
+  bytes.append(reinterpret_cast<const char*>(&score), 4);
+  bytes.append(reinterpret_cast<const char*>(&len), 4);
+  bytes += "a";
+  const std::string path = scratch("tokenizer.bin", bytes);
+  expect_error([&] { (void)read_llama2c_tokenizer(path, 0x7FFFFFFF); },
+               {path, "truncated tokenizer: expected 2147483647 tokens, the file ends in token 1"});
+}
+
+/// Parses and renders a Jinja template with an empty context.
+std::string render(const std::string& source) {
+  return jinja::Template(source, "t.jinja").render(nlohmann::ordered_json::object());
+}
+
+// jinja_fuzz: integer literals beyond int64 let std::out_of_range escape from std::stoll/stod.
+TEST(FuzzRegression, JinjaNumberLiteralOutOfRange) {
+  expect_error([] { render("{{ 99999999999999999999 }}"); }, {"t.jinja: line 1: number 99999999999999999999 is out of range"});
+  const std::string big = "1" + std::string(400, '0') + ".5";  // 1e400: beyond double
+  expect_error([&] { render("{{ " + big + " }}"); }, {"t.jinja: line 1: number " + big + " is out of range"});
+}
+
+// jinja_fuzz: signed integer overflow (UBSan) in + - * // % and unary minus.
+TEST(FuzzRegression, JinjaIntegerOverflowIsAnError) {
+  expect_error([] { render("{{ 9223372036854775807 + 1 }}"); }, {"t.jinja: line 1: integer overflow in +"});
+  expect_error([] { render("{{ -9223372036854775807 - 2 }}"); }, {"integer overflow in -"});
+  expect_error([] { render("{{ 4294967296 * 4294967296 }}"); }, {"integer overflow in *"});
+  expect_error([] { render("{{ (-9223372036854775807 - 1) // -1 }}"); }, {"integer overflow in //"});
+  expect_error([] { render("{% set m = -9223372036854775807 - 1 %}{{ -m }}"); }, {"integer overflow in unary -"});
+  EXPECT_EQ(render("{{ 9223372036854775806 + 1 }} {{ -7 // 2 }} {{ -7 % 2 }}"), "9223372036854775807 -4 1");
+}
+
+// jinja_fuzz: range(10^12) built a list of 10^12 items; nested loops ran for hours; doubling a
+// string or list in a loop exhausted memory; deeply nested parentheses overflowed the stack.
+TEST(FuzzRegression, JinjaResourceLimits) {
+  expect_error([] { render("{% for i in range(1000000000000) %}{% endfor %}"); },
+               {"t.jinja: line 1: range(0, 1000000000000, 1) has more than 1000000 items"});
+  expect_error([] { render("{{ range(-9223372036854775807, 9223372036854775807, 3) | length }}"); },
+               {"has more than 1000000 items"});
+  EXPECT_EQ(render("{{ range(10, 0, -3) | list }} {{ range(3) | length }} {{ range(5, 1) | length }}"), "[10, 7, 4, 1] 3 0");
+  expect_error([] {
+    render("{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(1000) %}{% endfor %}{% endfor %}"
+           "{% endfor %}");
+  }, {"the template needs more than 2000000 evaluation steps"});
+  // Doubling a string or a list in a loop: stopped by the work limit long before memory runs out.
+  expect_error([] { render("{% set ns = namespace(s='abcdefgh') %}{% for i in range(60) %}{% set ns.s = ns.s + ns.s %}"
+                            "{% endfor %}"); }, {"evaluation steps"});
+  // One filter call multiplying a 1 MB string 10^5 times (100 GB).
+  const std::string mb = "{% set ns = namespace(s='abcdefgh') %}{% for i in range(17) %}{% set ns.s = ns.s + ns.s %}"
+                         "{% endfor %}";
+  expect_error([&] { render(mb + "{{ range(100000) | join(ns.s) }}"); }, {"a string exceeds 67108864 bytes"});
+  expect_error([&] { render(mb + "{{ (range(100000) | join('a')).replace('a', ns.s) }}"); },
+               {"a string exceeds 67108864 bytes"});
+  expect_error([] { render("{{ (range(600000) + range(600000)) | length }}"); }, {"a list or dict exceeds 1000000 items"});
+  expect_error([] { render("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"); },
+               {"t.jinja: line 1: nested more than 200 levels deep"});
+  std::string chain = "{{ 1";
+  for (int k = 0; k < 3000; ++k) chain += " + 1";
+  expect_error([&] { render(chain + " }}"); }, {"expressions nested more than 200 levels deep"});
+}
+
+// task_suite_fuzz: a number beyond double ("family":888E888...) made nlohmann::json throw
+// out_of_range, which escaped the parse_error handler.
+TEST(FuzzRegression, TaskSuiteNumberBeyondDoubleIsInvalidJson) {
+  expect_error([] { (void)parse_task_suite("{\"id\": \"z1\", \"family\": 8E888}\n", "tasks.jsonl"); },
+               {"tasks.jsonl:1: invalid JSON", "number overflow"});
 }
 
 // kvc_file_fuzz, seed empty_heads.kvc: an empty head (and an empty context) made parse_kvc call

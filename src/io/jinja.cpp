@@ -8,8 +8,10 @@
 #include <cctype>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <variant>
 #include <vector>
 
@@ -18,6 +20,19 @@
 
 namespace kvcompact::jinja {
 namespace {
+
+// Limits that keep a hostile or broken template from exhausting the stack, memory or time (chat
+// templates stay far below them): nesting depth of expressions and blocks (parse and eval), the
+// work of one render (1 per node and expression evaluated, plus 1 per 64 bytes of each string
+// and 1 per item of each list/dict produced), its output size, the size of one value and the
+// length of range().
+constexpr int kMaxDepth = 200;
+constexpr long long kMaxWork = 2'000'000;
+constexpr std::size_t kMaxOutputBytes = std::size_t{64} << 20;
+constexpr long long kMaxRange = 1'000'000;
+// Largest string and largest list/dict one expression may produce.
+constexpr std::size_t kMaxStringBytes = kMaxOutputBytes;
+constexpr std::size_t kMaxItems = 1'000'000;
 
 using ojson = nlohmann::ordered_json;
 
@@ -402,9 +417,18 @@ class Parser {
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(fmt::format("{}: line {}: {}", name_, peek().line, what));
   }
+  /// Counts one level of nesting while alive; fails beyond kMaxDepth.
+  struct Nest {
+    explicit Nest(Parser& p) : p_(p) {
+      if (++p_.depth_ > kMaxDepth) p_.fail(fmt::format("nested more than {} levels deep", kMaxDepth));
+    }
+    ~Nest() { --p_.depth_; }
+    Parser& p_;
+  };
 
   /// Parses nodes until a statement whose keyword is in `stops` (left unconsumed, after "{%").
   std::vector<NodeP> parse_block(const std::vector<std::string>& stops) {
+    const Nest nest(*this);
     std::vector<NodeP> out;
     while (peek().type != Tok::kEnd) {
       const Token& tk = peek();
@@ -508,6 +532,7 @@ class Parser {
   }
 
   ExprP parse_expr() {
+    const Nest nest(*this);
     ExprP e = parse_or_expr_no_ternary();
     if (is_name("if")) {
       const int line = peek().line;
@@ -532,6 +557,7 @@ class Parser {
     return e;
   }
   ExprP parse_not() {
+    const Nest nest(*this);
     if (is_name("not")) {
       const int l = next().line;
       ExprP e = make(Expr::kUnary, l);
@@ -578,6 +604,7 @@ class Parser {
     return e;
   }
   ExprP parse_unary() {
+    const Nest nest(*this);
     if (is_op("-") || is_op("+")) {
       const Token& t = next();
       ExprP e = make(Expr::kUnary, t.line);
@@ -675,8 +702,16 @@ class Parser {
         e->lit = Value::str(s);
         return e;
       }
-      case Tok::kInt: { ExprP e = make(Expr::kLit, t.line); e->lit = Value::integer(std::stoll(t.text)); return e; }
-      case Tok::kFloat: { ExprP e = make(Expr::kLit, t.line); e->lit = Value::real(std::stod(t.text)); return e; }
+      case Tok::kInt:
+      case Tok::kFloat: {
+        ExprP e = make(Expr::kLit, t.line);
+        try {
+          e->lit = t.type == Tok::kInt ? Value::integer(std::stoll(t.text)) : Value::real(std::stod(t.text));
+        } catch (const std::logic_error&) {  // std::out_of_range (std::invalid_argument cannot occur)
+          fail(fmt::format("number {} is out of range", t.text));
+        }
+        return e;
+      }
       case Tok::kName: {
         ExprP e = make(Expr::kLit, t.line);
         if (t.text == "true" || t.text == "True") { e->lit = Value::boolean(true); return e; }
@@ -730,6 +765,7 @@ class Parser {
 
   std::vector<Token> t_;
   std::size_t p_ = 0;
+  int depth_ = 0;
   const std::string& name_;
 };
 
@@ -758,7 +794,27 @@ class Renderer {
     throw Error(fmt::format("{}: line {}: {}", name_, line, what));
   }
 
+  /// Adds `units` to the work of this render; fails beyond kMaxWork.
+  void work(long long units, int line) {
+    work_ += units;
+    if (work_ > kMaxWork) {
+      fail(line, fmt::format("the template needs more than {} evaluation steps (an endless or huge loop?)", kMaxWork));
+    }
+  }
+  static long long size_units(const Value& v) {
+    if (v.kind == Value::kString) return static_cast<long long>(v.s.size() / 64);
+    if (v.kind == Value::kArray) return static_cast<long long>(v.arr->size());
+    if (v.kind == Value::kObject) return static_cast<long long>(v.obj->size());
+    return 0;
+  }
+
   void exec(const Node& n, Scope& sc, std::string& out) {
+    work(1, n.line);
+    exec_node(n, sc, out);
+    if (out.size() > kMaxOutputBytes) fail(n.line, fmt::format("output exceeds {} bytes", kMaxOutputBytes));
+  }
+
+  void exec_node(const Node& n, Scope& sc, std::string& out) {
     switch (n.kind) {
       case Node::kText: out += n.text; break;
       case Node::kOutput: out += to_string(eval(*n.expr, sc)); break;
@@ -802,6 +858,7 @@ class Renderer {
         if (items.empty()) { run(n.else_body, sc, out); break; }
         const long long len = static_cast<long long>(items.size());
         for (long long k = 0; k < len; ++k) {
+          work(1, n.line);  // an iteration costs work even when its body is empty
           sc.frames.emplace_back();
           bind(n, items[static_cast<std::size_t>(k)], sc);
           sc.frames.back()["loop"] = Value::object({{"index0", Value::integer(k)},
@@ -832,7 +889,25 @@ class Renderer {
 
   static long long py_index(long long i, long long n) { return i < 0 ? i + n : i; }
 
+  /// eval_expr within the depth and work limits.
   Value eval(const Expr& e, Scope& sc) {
+    if (++depth_ > kMaxDepth) fail(e.line, fmt::format("expressions nested more than {} levels deep", kMaxDepth));
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
+    Value v = eval_expr(e, sc);
+    if (v.kind == Value::kString && v.s.size() > kMaxStringBytes) {
+      fail(e.line, fmt::format("a string exceeds {} bytes", kMaxStringBytes));
+    }
+    if ((v.kind == Value::kArray && v.arr->size() > kMaxItems) || (v.kind == Value::kObject && v.obj->size() > kMaxItems)) {
+      fail(e.line, fmt::format("a list or dict exceeds {} items", kMaxItems));
+    }
+    work(1 + size_units(v), e.line);
+    return v;
+  }
+
+  Value eval_expr(const Expr& e, Scope& sc) {
     switch (e.kind) {
       case Expr::kLit: return e.lit;
       case Expr::kName: {
@@ -883,7 +958,10 @@ class Renderer {
       case Expr::kUnary: {
         Value v = eval(*e.args[0], sc);
         if (e.name == "not") return Value::boolean(!v.truthy());
-        if (v.kind == Value::kInt) return Value::integer(e.name == "-" ? -v.i : v.i);
+        if (v.kind == Value::kInt) {
+          if (e.name == "-" && v.i == std::numeric_limits<long long>::min()) fail(e.line, "integer overflow in unary -");
+          return Value::integer(e.name == "-" ? -v.i : v.i);
+        }
         if (v.kind == Value::kFloat) return Value::real(e.name == "-" ? -v.f : v.f);
         fail(e.line, "unary " + e.name + " on a non-number");
       }
@@ -977,13 +1055,22 @@ class Renderer {
     if (b.kind == Value::kBool) b = Value::integer(b.b);
     if (!a.is_number() || !b.is_number()) fail(e.line, "operator " + op + " needs numbers");
     const bool ints = a.kind == Value::kInt && b.kind == Value::kInt;
-    if (op == "+") return ints ? Value::integer(a.i + b.i) : Value::real(a.num() + b.num());
-    if (op == "-") return ints ? Value::integer(a.i - b.i) : Value::real(a.num() - b.num());
-    if (op == "*") return ints ? Value::integer(a.i * b.i) : Value::real(a.num() * b.num());
+    if (ints && (op == "+" || op == "-" || op == "*")) {
+      long long r = 0;
+      const bool overflow = op == "+" ? __builtin_add_overflow(a.i, b.i, &r)
+                            : op == "-" ? __builtin_sub_overflow(a.i, b.i, &r)
+                                        : __builtin_mul_overflow(a.i, b.i, &r);
+      if (overflow) fail(e.line, "integer overflow in " + op);
+      return Value::integer(r);
+    }
+    if (op == "+") return Value::real(a.num() + b.num());
+    if (op == "-") return Value::real(a.num() - b.num());
+    if (op == "*") return Value::real(a.num() * b.num());
     if (op == "/") { if (b.num() == 0) fail(e.line, "division by zero"); return Value::real(a.num() / b.num()); }
     if (op == "//" || op == "%") {
       if (b.num() == 0) fail(e.line, "division by zero");
       if (ints) {
+        if (a.i == std::numeric_limits<long long>::min() && b.i == -1) fail(e.line, "integer overflow in " + op);
         long long q = a.i / b.i, r = a.i % b.i;
         if (r != 0 && ((r < 0) != (b.i < 0))) { --q; r += b.i; }
         return Value::integer(op == "//" ? q : r);
@@ -1070,7 +1157,10 @@ class Renderer {
       if (v.kind != Value::kArray) fail(e.line, "filter join needs a list");
       const std::string sep = a.empty() ? "" : to_string(a[0]);
       std::string s;
-      for (std::size_t k = 0; k < v.arr->size(); ++k) s += (k ? sep : "") + to_string((*v.arr)[k]);
+      for (std::size_t k = 0; k < v.arr->size(); ++k) {
+        s += (k ? sep : "") + to_string((*v.arr)[k]);
+        if (s.size() > kMaxStringBytes) fail(e.line, fmt::format("a string exceeds {} bytes", kMaxStringBytes));
+      }
       return Value::str(s);
     }
     if (f == "list") {
@@ -1151,7 +1241,11 @@ class Renderer {
       std::string r;
       if (from.empty()) return Value::str(s);
       std::size_t pos = 0;
-      for (std::size_t f; (f = s.find(from, pos)) != std::string::npos; pos = f + from.size()) { r.append(s, pos, f - pos); r += to; }
+      for (std::size_t f; (f = s.find(from, pos)) != std::string::npos; pos = f + from.size()) {
+        r.append(s, pos, f - pos);
+        r += to;
+        if (r.size() > kMaxStringBytes) fail(line, fmt::format("a string exceeds {} bytes", kMaxStringBytes));
+      }
       r.append(s, pos);
       return Value::str(r);
     }
@@ -1200,14 +1294,24 @@ class Renderer {
       if (a.size() == 1) stop = a[0].i;
       else if (a.size() >= 2) { start = a[0].i; stop = a[1].i; if (a.size() > 2) step = a[2].i; }
       if (step == 0) fail(e.line, "range() step is zero");
+      // Item count, computed without overflow: ceil((stop - start) / step) when positive.
+      const __int128 span = step > 0 ? static_cast<__int128>(stop) - start : static_cast<__int128>(start) - stop;
+      const __int128 mag = step > 0 ? static_cast<__int128>(step) : -static_cast<__int128>(step);
+      const __int128 count = span > 0 ? (span + mag - 1) / mag : 0;
+      if (count > kMaxRange) {
+        fail(e.line, fmt::format("range({}, {}, {}) has more than {} items", start, stop, step, kMaxRange));
+      }
       Array r;
-      for (long long k = start; step > 0 ? k < stop : k > stop; k += step) r.push_back(Value::integer(k));
-      return Value::array(r);
+      r.reserve(static_cast<std::size_t>(count));
+      for (long long k = 0; k < static_cast<long long>(count); ++k) r.push_back(Value::integer(start + k * step));
+      return Value::array(std::move(r));
     }
     fail(e.line, "unknown function '" + fn + "'");
   }
 
   const std::string& name_;
+  int depth_ = 0;        // eval nesting
+  long long work_ = 0;   // see kMaxWork
 };
 
 }  // namespace
