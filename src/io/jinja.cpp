@@ -294,7 +294,10 @@ class Lexer {
               case '\\': s += '\\'; break;
               case 'x': case 'u': {
                 const std::size_t n = e == 'x' ? 2 : 4;
-                if (pos_ + n > src_.size()) fail("bad escape in string literal");
+                if (pos_ + n > src_.size() ||
+                    !std::all_of(src_.begin() + pos_, src_.begin() + pos_ + n,
+                                 [](char h) { return std::isxdigit(static_cast<unsigned char>(h)) != 0; }))
+                  fail(fmt::format("bad escape '\\{}' in string literal (needs {} hex digits)", e, n));
                 s += utf8::encode(static_cast<std::uint32_t>(std::stoul(src_.substr(pos_, n), nullptr, 16)));
                 pos_ += n;
                 break;

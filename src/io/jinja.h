@@ -28,15 +28,19 @@ namespace kvcompact::jinja {
 class Template {
  public:
   /// Parses `source`; `name` prefixes error messages. Throws kvcompact::Error
-  /// ("<name>: line N: <problem>") on a syntax error or an unsupported construct.
+  /// ("<name>: line N: <problem>") on a syntax error, an unsupported construct, a number literal
+  /// beyond int64/double, or nesting deeper than 200 levels.
   Template(std::string_view source, std::string name);
   ~Template();
   Template(Template&&) noexcept;
   Template& operator=(Template&&) noexcept;
 
   /// Renders with the variables of a JSON object (null -> none; objects keep their key order).
-  /// Throws kvcompact::Error ("<name>: line N: <problem>") on runtime errors, unknown filters or
-  /// functions, and raise_exception("msg") ("<name>: raise_exception: msg").
+  /// Throws kvcompact::Error ("<name>: line N: <problem>") on runtime errors (integer overflow
+  /// included), unknown filters or functions, and raise_exception("msg") ("<name>: raise_exception:
+  /// msg"); also when a render exceeds its limits: 2e6 evaluation steps (one per node, expression
+  /// and loop iteration, plus one per 64 bytes of string / per item of list produced), 64 MiB of
+  /// output or in one string, 10^6 items in one list or in range().
   std::string render(const nlohmann::ordered_json& context) const;
 
  private:
