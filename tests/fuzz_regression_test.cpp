@@ -137,6 +137,12 @@ TEST(FuzzRegression, JinjaBadHexEscape) {
   EXPECT_EQ(render("{{ '\\x41\\u00e9' }}"), "A\xC3\xA9");
 }
 
+// jinja_fuzz: tojson (and printing a list or dict) of a string with invalid UTF-8 let
+// nlohmann::json's type_error 316 escape; the bytes now become U+FFFD.
+TEST(FuzzRegression, JinjaTojsonOfInvalidUtf8) {
+  EXPECT_EQ(render("{{ ['a\xE1'] }} {{ {'k\xFF': 1} | tojson }}"), "[\"a\xEF\xBF\xBD\"] {\"k\xEF\xBF\xBD\": 1}");
+}
+
 // jinja_fuzz: signed integer overflow (UBSan) in + - * // % and unary minus.
 TEST(FuzzRegression, JinjaIntegerOverflowIsAnError) {
   expect_error([] { render("{{ 9223372036854775807 + 1 }}"); }, {"t.jinja: line 1: integer overflow in +"});

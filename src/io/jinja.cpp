@@ -106,13 +106,17 @@ std::string float_str(double x) {
   return fmt::format("{}", x);
 }
 
+/// JSON text of a string; invalid UTF-8 becomes U+FFFD (as when the reference, JavaScript, decodes
+/// the bytes) instead of nlohmann's type_error.
+std::string json_str(const std::string& s) { return ojson(s).dump(-1, ' ', false, ojson::error_handler_t::replace); }
+
 std::string to_json(const Value& v) {
   switch (v.kind) {
     case Value::kUndefined: case Value::kNone: return "null";
     case Value::kBool: return v.b ? "true" : "false";
     case Value::kInt: return std::to_string(v.i);
     case Value::kFloat: return ojson(v.f).dump();
-    case Value::kString: return ojson(v.s).dump();
+    case Value::kString: return json_str(v.s);
     case Value::kArray: {
       std::string out = "[";
       for (std::size_t k = 0; k < v.arr->size(); ++k) out += (k ? ", " : "") + to_json((*v.arr)[k]);
@@ -121,7 +125,7 @@ std::string to_json(const Value& v) {
     case Value::kObject: {
       std::string out = "{";
       for (std::size_t k = 0; k < v.obj->size(); ++k) {
-        out += (k ? ", " : "") + ojson((*v.obj)[k].first).dump() + ": " + to_json((*v.obj)[k].second);
+        out += (k ? ", " : "") + json_str((*v.obj)[k].first) + ": " + to_json((*v.obj)[k].second);
       }
       return out + "}";
     }
