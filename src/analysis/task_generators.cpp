@@ -188,7 +188,7 @@ std::vector<GsmItem> read_gsm8k(const std::string& path) {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(lines[i]);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number beyond double
       throw Error(fmt::format("{}: invalid JSON ({})", where, e.what()));
     }
     if (!j.is_object() || !j.contains("question") || !j["question"].is_string() || !j.contains("answer") ||

@@ -99,7 +99,7 @@ std::vector<TaskItem> parse_task_suite(std::string_view text, const std::string&
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number beyond double
       throw Error(fmt::format("{}: invalid JSON ({})", where, e.what()));
     }
     TaskItem item = parse_item(j, where);

@@ -168,9 +168,16 @@ KvcFile parse_kvc(std::string_view bytes, const std::string& name) {
   if (!(f.ratio >= 0.0 && f.ratio <= 1.0))
     throw Error(fmt::format("{}: ratio {} is outside [0, 1]", name, f.ratio));
   const uint32_t T = b.read<uint32_t>("context length");
+  // Fills `v` (already sized) from the next bytes; no memcpy for an empty array (its data() may be
+  // null, and memcpy from/to null is undefined even for 0 bytes).
+  auto read_into = [&](auto& v, const char* what) {
+    const std::size_t nb = v.size() * sizeof(v[0]);
+    const uint8_t* p = b.take(nb, what);
+    if (nb != 0) std::memcpy(v.data(), p, nb);
+  };
   b.need(static_cast<std::size_t>(T) * 4, "context tokens");
   f.context_tokens.resize(T);
-  std::memcpy(f.context_tokens.data(), b.take(std::size_t{T} * 4, "context tokens"), std::size_t{T} * 4);
+  read_into(f.context_tokens, "context tokens");
   for (uint32_t i = 0; i < T; ++i)
     if (f.context_tokens[i] < 0 || f.context_tokens[i] >= c.vocab_size)
       throw Error(fmt::format("{}: context token {} is id {}, outside the vocabulary of {}", name, i,
@@ -178,7 +185,7 @@ KvcFile parse_kvc(std::string_view bytes, const std::string& name) {
   const std::size_t V = static_cast<std::size_t>(c.vocab_size);
   b.need(V * 4, "last logits");
   f.last_logits.resize(V);
-  std::memcpy(f.last_logits.data(), b.take(V * 4, "last logits"), V * 4);
+  read_into(f.last_logits, "last logits");
   require_finite(f.last_logits, name, "last_logits");
 
   const std::size_t d = static_cast<std::size_t>(c.head_dim);
@@ -203,10 +210,10 @@ KvcFile parse_kvc(std::string_view bytes, const std::string& name) {
       hc.beta.resize(n);
       hc.keys.resize(n * d);
       hc.values.resize(n * d);
-      std::memcpy(hc.positions.data(), b.take(n * 4, "positions"), n * 4);
-      std::memcpy(hc.beta.data(), b.take(n * 4, "beta"), n * 4);
-      std::memcpy(hc.keys.data(), b.take(n * d * 4, "keys"), n * d * 4);
-      std::memcpy(hc.values.data(), b.take(n * d * 4, "values"), n * d * 4);
+      read_into(hc.positions, "positions");
+      read_into(hc.beta, "beta");
+      read_into(hc.keys, "keys");
+      read_into(hc.values, "values");
       for (std::size_t i = 0; i < n; ++i)
         if (hc.positions[i] < 0 || static_cast<uint32_t>(hc.positions[i]) >= T)
           throw Error(fmt::format("{}: {} entry {} has position {}, outside [0, {})", name, what, i,

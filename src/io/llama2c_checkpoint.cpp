@@ -1,6 +1,7 @@
 // llama2.c checkpoint and tokenizer readers: see llama2c_checkpoint.h.
 #include "io/llama2c_checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -156,8 +157,11 @@ std::unique_ptr<SpmTokenizer> read_llama2c_tokenizer(const std::string& path, in
   }
   std::vector<std::string> pieces;
   std::vector<float> scores;
-  pieces.reserve(static_cast<std::size_t>(vocab_size));
-  scores.reserve(static_cast<std::size_t>(vocab_size));
+  // Every entry takes at least 8 bytes: reserve no more than the file can hold (a huge vocab_size
+  // then fails as a truncated file instead of allocating).
+  const std::size_t fits = std::min(static_cast<std::size_t>(vocab_size), r.remaining() / 8);
+  pieces.reserve(fits);
+  scores.reserve(fits);
   for (int i = 0; i < vocab_size; ++i) {
     if (r.remaining() < 8) {
       throw Error(fmt::format("{}: truncated tokenizer: expected {} tokens, the file ends in token {} "

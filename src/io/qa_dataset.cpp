@@ -267,6 +267,8 @@ std::vector<QaArticle> parse_qa_jsonl(std::string_view text, const std::string& 
       j = json::parse(line);
     } catch (const json::parse_error& e) {
       throw Error(fmt::format("{}: invalid JSON at byte {}", where, e.byte));
+    } catch (const json::exception& e) {  // out_of_range: a number beyond double
+      throw Error(fmt::format("{}: invalid JSON: {}", where, e.what()));
     }
     out.push_back(parse_line(j, where, line_no));
     out.back().file = name;

@@ -125,6 +125,16 @@ Model load_gguf_decoder(std::shared_ptr<GgufFile> fp, const std::string& arch, b
   if (!(c.norm_eps > 0.0f) || !std::isfinite(c.rope_theta) || !(c.rope_theta > 0.0f)) {
     throw Error(fmt::format("{}: bad rms epsilon {} or rope freq_base {}", f.path(), c.norm_eps, c.rope_theta));
   }
+  // Sizes from the metadata are checked against the file before anything is allocated for them:
+  // the projections' widths must fit an int, and every layer needs its 9 blk.N.* tensors.
+  if (static_cast<std::int64_t>(c.n_heads) * c.head_dim > INT32_MAX) {
+    throw Error(fmt::format("{}: head_count {} x head size {} is too large", f.path(), c.n_heads, c.head_dim));
+  }
+  if (static_cast<std::uint64_t>(c.n_layers) * 9 > f.tensors().size()) {
+    throw Error(fmt::format("{}: {}block_count {} needs at least {} layer tensors, the file has {} tensors",
+                            f.path(), a, c.n_layers, static_cast<std::uint64_t>(c.n_layers) * 9,
+                            f.tensors().size()));
+  }
 
   if (load_tokenizer) {
     m.tokenizer = load_gguf_tokenizer(f);
