@@ -186,6 +186,10 @@ class SmolLM2Transformers : public ::testing::Test {
     ASSERT_EQ(rc_, 0) << "transformers reference failed: " << slurp(prefix_ + ".json.log");
   }
 
+  void logits_within_1e3_of_largest();
+  void greedy_64_tokens_identical();
+  void wikitext2_perplexity_within_1e3();
+
   static inline std::string path_, prefix_;
   static inline std::unique_ptr<Model> model_;
   static inline std::vector<LogitsCase> cases_;
@@ -195,7 +199,7 @@ class SmolLM2Transformers : public ::testing::Test {
   static inline std::vector<float> ref_logits_;
 };
 
-TEST_F(SmolLM2Transformers, LogitsWithin1e3OfLargest) {
+void SmolLM2Transformers::logits_within_1e3_of_largest() {
   const int V = model_->config.vocab_size;
   ASSERT_EQ(ref_["vocab"].get<int>(), V);
   Transformer tr(model_->config, model_->weights);
@@ -224,10 +228,10 @@ TEST_F(SmolLM2Transformers, LogitsWithin1e3OfLargest) {
                 case_worst);
     worst = std::max(worst, case_worst);
   }
-  RecordProperty("max_relative_logit_diff", std::to_string(worst));
+  ::testing::Test::RecordProperty("max_relative_logit_diff", std::to_string(worst));
 }
 
-TEST_F(SmolLM2Transformers, Greedy64TokensIdentical) {
+void SmolLM2Transformers::greedy_64_tokens_identical() {
   Transformer tr(model_->config, model_->weights);
   ASSERT_EQ(ref_["greedy"].size(), greedy_prompts_.size());
   for (std::size_t g = 0; g < greedy_prompts_.size(); ++g) {
@@ -245,7 +249,7 @@ TEST_F(SmolLM2Transformers, Greedy64TokensIdentical) {
   }
 }
 
-TEST_F(SmolLM2Transformers, WikiText2PerplexityWithin1e3) {
+void SmolLM2Transformers::wikitext2_perplexity_within_1e3() {
   Transformer tr(model_->config, model_->weights);
   double ours = 0.0, theirs = 0.0, llama = 0.0;
   long long n = 0, n_ref = 0;
@@ -266,6 +270,22 @@ TEST_F(SmolLM2Transformers, WikiText2PerplexityWithin1e3) {
   EXPECT_NEAR(a, b, 1e-3);
   ASSERT_FALSE(llama_ref_.is_null()) << "llama.cpp reference failed: " << slurp(prefix_ + ".llama.json.log");
   EXPECT_NEAR(a, c, 0.05) << "llama.cpp (8-bit activations in its Q4_1 dot products)";
+}
+
+// One test (one process under ctest), so transformers loads and runs the references once.
+TEST_F(SmolLM2Transformers, LogitsGreedyAndPerplexityAgree) {
+  {
+    SCOPED_TRACE("logits within 1e-3 of the largest");
+    logits_within_1e3_of_largest();
+  }
+  {
+    SCOPED_TRACE("greedy 64 tokens identical");
+    greedy_64_tokens_identical();
+  }
+  {
+    SCOPED_TRACE("WikiText-2 perplexity within 1e-3");
+    wikitext2_perplexity_within_1e3();
+  }
 }
 
 }  // namespace
