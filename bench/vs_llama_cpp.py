@@ -23,6 +23,7 @@ def llama_cpp_once(model, threads, n_prompt, n_gen):
     """One llama.cpp run in a fresh process (same conditions as a kvcompact run)."""
     code = f"""
 import json, random, time, llama_cpp
+import numpy as np
 
 llm = llama_cpp.Llama(model_path={model!r}, n_ctx={n_prompt + n_gen + 8}, n_batch={n_prompt}, n_ubatch={n_prompt},
                       n_threads={threads}, n_threads_batch={threads}, verbose=False)
@@ -31,7 +32,9 @@ prompt = [rng.randrange(llm.n_vocab()) for _ in range({n_prompt})]
 llm.eval(prompt[:16]); llm.reset()  # warm-up: page in the weights
 t0 = time.perf_counter(); llm.eval(prompt); t1 = time.perf_counter()
 for _ in range({n_gen}):
-    llm.eval([int(llm.scores[llm.n_tokens - 1].argmax())])
+    # the last row's logits (llm.scores is only filled with logits_all, and has n_batch rows)
+    last = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))
+    llm.eval([int(last.argmax())])
 t2 = time.perf_counter()
 print(json.dumps({{"pp": {n_prompt} / (t1 - t0), "tg": {n_gen} / (t2 - t1)}}))
 """

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <random>
@@ -179,6 +180,28 @@ TEST_P(FamiliesGguf, GgufFromTheSameWeightsMatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Kinds, FamiliesGguf, ::testing::Values("llama3", "linear", "yarn", "gemma3_gguf"));
 
+// Gemma 3 GGUF metadata errors: a missing window key, a window larger than the context.
+TEST(FamiliesGgufErrors, Gemma3WindowKeyMissingOrLargerThanContext) {
+  ASSERT_TRUE(python_ready("torch transformers safetensors gguf"));
+  const Ref& r = reference("gemma3_gguf");
+  ASSERT_FALSE(r.logits.empty());
+  const std::string gguf = r.dir + ".err.gguf";
+  ASSERT_EQ(run_python_ref("families_ref.py", "gguf gemma3_gguf '" + r.dir + "' '" + gguf + "'", gguf + ".out"), 0)
+      << slurp(gguf + ".out.log");
+  auto variant = [&](const std::string& name, const nlohmann::json& changes) {
+    const std::string ch = gguf + "." + name + ".json", out = gguf + "." + name + ".gguf";
+    std::ofstream(ch) << changes.dump();
+    EXPECT_EQ(run_python_ref("gguf_variant.py", "'" + gguf + "' '" + out + "' '" + ch + "'", out + ".txt"), 0)
+        << slurp(out + ".txt.log");
+    return out;
+  };
+  const std::string missing = variant("nowindow", {{"drop", {"gemma3.attention.sliding_window"}}});
+  expect_error([&] { load_gguf_model(missing, false); }, {missing, "gemma3.attention.sliding_window", "missing"});
+  const std::string wide = variant("wide", {{"uint32", {{"gemma3.attention.sliding_window", 65}}}});
+  expect_error([&] { load_gguf_model(wide, false); },
+               {wide, "gemma3.attention.sliding_window = 65", "gemma3.context_length = 64"});
+}
+
 TEST(FamiliesCompaction, SlidingLayersAreNeverCompacted) {
   ASSERT_TRUE(python_ready("torch transformers safetensors"));
   const Ref& r = reference("gemma3");
@@ -236,6 +259,8 @@ TEST(FamiliesConfig, Gemma3MissingKeysAndRefusals) {
   expect_error([&] {
     parse_hf_config(with([](auto& j) { j["rope_parameters"]["full_attention"]["rope_type"] = "dynamic"; }), "g.json");
   }, {"g.json", "dynamic", "not implemented"});
+  expect_error([&] { parse_hf_config(with([](auto& j) { j["sliding_window"] = 65; }), "g.json"); },
+               {"g.json", "sliding_window", "max_position_embeddings"});
   // sliding_window_pattern instead of layer_types (older config.json files): every 3rd layer global.
   ModelConfig p = parse_hf_config(with([](auto& j) { j.erase("layer_types"); j["sliding_window_pattern"] = 3; }), "g.json");
   EXPECT_TRUE(p.sliding(0) && p.sliding(1) && !p.sliding(2));

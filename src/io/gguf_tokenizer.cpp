@@ -14,6 +14,7 @@
 
 #include "io/error.h"
 #include "io/hf_tokenizer.h"
+#include "io/spm_session.h"
 #include "io/spm_tokenizer.h"
 
 namespace kvcompact {
@@ -87,12 +88,14 @@ struct SpecialTokens {
 
 /// GGUF `llama` vocabulary: llama.cpp's SPM tokenize (special partition, dummy prefix at the start
 /// and after each special token when add_space_prefix, the SPM session on each fragment).
+/// Decoding: pieces with ' ' for "▁", byte tokens as their byte; the leading space after BOS is
+/// dropped only when add_space_prefix (llama.cpp's detokenize remove_space).
 class GgufSpmTokenizer final : public Tokenizer {
  public:
-  GgufSpmTokenizer(std::unique_ptr<SpmTokenizer> spm, SpecialTokens specials, bool add_space_prefix, bool add_bos,
-                   bool add_eos)
-      : spm_(std::move(spm)), specials_(std::move(specials)), add_space_prefix_(add_space_prefix),
-        add_bos_(add_bos), add_eos_(add_eos) {}
+  GgufSpmTokenizer(std::unique_ptr<SpmTokenizer> spm, SpmSession session, SpecialTokens specials,
+                   bool add_space_prefix, bool add_bos, bool add_eos)
+      : spm_(std::move(spm)), session_(std::move(session)), specials_(std::move(specials)),
+        add_space_prefix_(add_space_prefix), add_bos_(add_bos), add_eos_(add_eos) {}
 
   std::vector<int> encode(std::string_view text, bool add_special) const override {
     std::vector<int> out;
@@ -104,14 +107,17 @@ class GgufSpmTokenizer final : public Tokenizer {
         prev_special = true;
         continue;
       }
-      const std::vector<int> ids = spm_->encode_fragment(f.text, add_space_prefix_ && prev_special);
+      const std::vector<int> ids =
+          session_.tokenize(add_space_prefix_ && prev_special ? " " + std::string(f.text) : std::string(f.text));
       out.insert(out.end(), ids.begin(), ids.end());
       prev_special = false;
     }
     if (add_special && add_eos_) out.push_back(spm_->eos_id());
     return out;
   }
-  std::string decode_token(int prev, int token) const override { return spm_->decode_token(prev, token); }
+  std::string decode_token(int prev, int token) const override {
+    return spm_->decode_token(add_space_prefix_ ? prev : -1, token);
+  }
   const std::string& piece(int token) const override { return spm_->piece(token); }
   int vocab_size() const override { return spm_->vocab_size(); }
   int bos_id() const override { return spm_->bos_id(); }
@@ -120,6 +126,7 @@ class GgufSpmTokenizer final : public Tokenizer {
 
  private:
   std::unique_ptr<SpmTokenizer> spm_;
+  SpmSession session_;
   SpecialTokens specials_;
   bool add_space_prefix_, add_bos_, add_eos_;
 };
@@ -238,15 +245,15 @@ std::unique_ptr<Tokenizer> load_spm(const GgufFile& f) {
   if (eos < 0) eos = n > 2 ? 2 : 0;
   SpecialTokens specials;
   specials.build(pieces, types);
-  // Pieces: U+2581 -> ' ' (the SPM session escapes the text's spaces instead; equivalent). BOS and
-  // EOS decode as llama2.c's tokenizer export writes them, so the vocabulary equals the llama2.c
-  // tokenizer.bin of the same model.
+  SpmSession session(pieces, scores, f.path());
+  // Decoded pieces: U+2581 -> ' '. A BOS "<s>" and an EOS "</s>" decode as llama2.c's tokenizer
+  // export writes them, so the vocabulary equals the llama2.c tokenizer.bin of the same model.
   static const std::string kSpace = "\xE2\x96\x81";
   for (std::size_t i = 0; i < n; ++i) {
     std::string& p = pieces[i];
-    if (static_cast<int>(i) == bos) {
+    if (static_cast<int>(i) == bos && p == "<s>") {
       p = "\n<s>\n";
-    } else if (static_cast<int>(i) == eos) {
+    } else if (static_cast<int>(i) == eos && p == "</s>") {
       p = "\n</s>\n";
     }
     std::string out;
@@ -262,7 +269,7 @@ std::unique_ptr<Tokenizer> load_spm(const GgufFile& f) {
     p.swap(out);
   }
   auto spm = std::make_unique<SpmTokenizer>(std::move(pieces), std::move(scores), bos, eos, f.path());
-  return std::make_unique<GgufSpmTokenizer>(std::move(spm), std::move(specials),
+  return std::make_unique<GgufSpmTokenizer>(std::move(spm), std::move(session), std::move(specials),
                                             bool_or(f, "tokenizer.ggml.add_space_prefix", true),
                                             bool_or(f, "tokenizer.ggml.add_bos_token", true),
                                             bool_or(f, "tokenizer.ggml.add_eos_token", false));

@@ -2,8 +2,9 @@
 llama.cpp on real vocabularies).
 
 usage: gguf_variant.py IN.gguf OUT.gguf CHANGES.json
-CHANGES.json: {"bool": {key: value}, "string": {key: value}, "token_type": {id: type},
-               "append_tokens": [[text, type, score], ...], "drop": [key, ...]}
+CHANGES.json: {"bool": {key: value}, "string": {key: value}, "uint32": {key: value},
+               "token_type": {id: type}, "append_tokens": [[text, type, score], ...], "drop": [key, ...]}
+A file without tokenizer.ggml.tokens is copied without a vocabulary.
 """
 import json
 import sys
@@ -19,8 +20,9 @@ def main():
     r = gguf.GGUFReader(src)
     arch = r.fields["general.architecture"].contents()
     w = gguf.GGUFWriter(dst, arch)
-    tokens = list(r.fields["tokenizer.ggml.tokens"].contents())
-    types = list(r.fields["tokenizer.ggml.token_type"].contents())
+    has_vocab = "tokenizer.ggml.tokens" in r.fields
+    tokens = list(r.fields["tokenizer.ggml.tokens"].contents()) if has_vocab else []
+    types = list(r.fields["tokenizer.ggml.token_type"].contents()) if has_vocab else []
     scores = list(r.fields["tokenizer.ggml.scores"].contents()) if "tokenizer.ggml.scores" in r.fields else None
     for k, v in ch.get("token_type", {}).items():
         types[int(k)] = int(v)
@@ -32,7 +34,7 @@ def main():
     skip = {"GGUF.version", "GGUF.tensor_count", "GGUF.kv_count", "general.architecture",
             "tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.scores"}
     skip |= set(ch.get("drop", []))
-    skip |= set(ch.get("bool", {})) | set(ch.get("string", {}))
+    skip |= set(ch.get("bool", {})) | set(ch.get("string", {})) | set(ch.get("uint32", {}))
     for k, field in r.fields.items():
         if k in skip:
             continue
@@ -41,10 +43,13 @@ def main():
             w.add_array(k, list(field.contents()))
         else:
             w.add_key_value(k, field.contents(), t)
-    w.add_token_list(tokens)
-    w.add_token_types(types)
+    if has_vocab:
+        w.add_token_list(tokens)
+        w.add_token_types(types)
     if scores is not None:
         w.add_token_scores(scores)
+    for k, v in ch.get("uint32", {}).items():
+        w.add_uint32(k, int(v))
     for k, v in ch.get("bool", {}).items():
         w.add_bool(k, bool(v))
     for k, v in ch.get("string", {}).items():

@@ -82,6 +82,9 @@ void hf_gemma3_family(const HfConfigReader& r, ModelConfig& c) {
   bool any_sliding = false;
   for (bool b : sliding) any_sliding = any_sliding || b;
   const int window = any_sliding ? hf_sliding_window(r) : 0;
+  if (c.max_seq_len > 0 && window > c.max_seq_len)
+    r.fail(fmt::format("field sliding_window = {} is larger than the context length max_position_embeddings = {}",
+                       window, c.max_seq_len));
 
   // RoPE: rope_parameters {full_attention: {...}, sliding_attention: {...}} (transformers 5.x), or
   // rope_theta (global, default 1e6) + rope_local_base_freq (10000) + rope_scaling (global only).
@@ -118,6 +121,9 @@ void gguf_gemma3_family(const GgufFile& f, ModelConfig& c) {
   if (!f.has(key)) throw Error(fmt::format("{}: metadata {} is missing (Gemma 3 needs its window)", f.path(), key));
   const std::int64_t w = f.get_int(key);
   if (w <= 0 || w > INT32_MAX) throw Error(fmt::format("{}: metadata {} = {} is not a positive int32", f.path(), key, w));
+  if (c.max_seq_len > 0 && w > c.max_seq_len)
+    throw Error(fmt::format("{}: metadata {} = {} is larger than the context length gemma3.context_length = {}",
+                            f.path(), key, w, c.max_seq_len));
   // Pattern: gemma3.attention.sliding_window_pattern, a per-layer bool array or a period n (layer
   // i slides when i % n < n - 1); llama.cpp's default period is 6 (convert_hf_to_gguf does not
   // write the key for Gemma 3).
