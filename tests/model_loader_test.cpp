@@ -129,14 +129,10 @@ TEST_F(LoaderStories260K, BinAndGgufVocabulariesAndIdsIdentical) {
   ASSERT_EQ(b.vocab_size(), 512);
   EXPECT_EQ(a.bos_id(), b.bos_id());
   EXPECT_EQ(a.eos_id(), b.eos_id());
-  const auto* sa = dynamic_cast<const SpmTokenizer*>(&a);
-  const auto* sb = dynamic_cast<const SpmTokenizer*>(&b);
-  ASSERT_NE(sa, nullptr);
-  ASSERT_NE(sb, nullptr);
-  for (int i = 0; i < 512; ++i) {
-    ASSERT_EQ(a.piece(i), b.piece(i)) << "token " << i;
-    ASSERT_EQ(sa->score(i), sb->score(i)) << "token " << i;
-  }
+  // The GGUF vocabulary runs llama.cpp's SPM session (io/gguf_tokenizer.h), the .bin one llama2.c's
+  // encoder: same pieces, and (below) the same ids on the whole text.
+  ASSERT_NE(dynamic_cast<const SpmTokenizer*>(&a), nullptr);
+  for (int i = 0; i < 512; ++i) ASSERT_EQ(a.piece(i), b.piece(i)) << "token " << i;
   EXPECT_EQ(b.piece(259), " t");  // U+2581 replaced by a space
   const std::string text = read_bytes(kText);
   ASSERT_EQ(text.size(), 794375u);
