@@ -182,7 +182,7 @@ while read -r name ino mt; do
   grep -q "^$name $ino $mt\$" <(stat -c '%n %i %.9Y' "$T"/fout/units/*.json) || fail "$name was lost or redone"
 done <"$T/stat_before"
 say "$(wc -l <"$T/stat_before") units finished before the kill: all kept, none rewritten"
-skipped=$(grep -c 'already done' "$T/fout/slurm/logs/shard_${victim}.log" || true)
+skipped=$(grep -cE 'unit [0-9]+ \(document .*\) already done' "$T/fout/slurm/logs/shard_${victim}.log" || true)
 say "the requeued task skipped $skipped finished units"
 [ "$skipped" -eq "$killed_n" ] || fail "the requeued task skipped $skipped units, $killed_n were done"
 [ "$(shard_done)" -eq 20 ] || fail "task $victim has $(shard_done) of 20 units"
