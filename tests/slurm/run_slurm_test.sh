@@ -147,7 +147,10 @@ say "merged influence.json and influence.csv equal the one-process run byte for 
 # a task run long enough (seconds) to be killed mid-run.
 FARGS=(--model "$MODEL" --data "$DATA" --docs 4 --ratios 0:0.5:51 --baseline 0.05 --heads all --plain)
 say "fault test: one-process reference"
+t0=$(date +%s.%N)
 "$KVC" influence "${FARGS[@]}" --out "$T/fone" --threads 2 >/dev/null 2>"$T/fone.err" || { cat "$T/fone.err"; fail "reference run"; }
+FONE_S=$(echo "$(date +%s.%N) - $t0" | bc)
+say "fault study, one process: $FONE_S s"
 "$KVC" slurm influence "${FARGS[@]}" --out "$T/fout" --array 4 --cpus 1 | sed 's/^/  /'
 JOB=$(squeue -h -o '%F' | sort -n | head -n1)
 # Wait until task 1 is running and has written some, not all, of its units.
@@ -192,4 +195,4 @@ for f in influence.json influence.csv; do
   cmp "$T/fone/$f" "$T/fout/$f" || fail "$f after kill + requeue differs from the one-process run"
 done
 say "after kill + requeue: influence.json and influence.csv equal the one-process run byte for byte"
-say "PASS (one process $ONE_S s, 4-task array + merge $ARRAY_S s)"
+say "PASS (one process $ONE_S s, 4-task array + merge $ARRAY_S s; fault study one process $FONE_S s)"
