@@ -43,6 +43,8 @@ CLI::Validator non_negative_number();
 
 // Each command file registers its subcommand and returns the runner to call when it is chosen.
 Runner register_info(CLI::App& app, CommonOptions& common);
+Runner register_merge(CLI::App& app, CommonOptions& common);
+Runner register_slurm(CLI::App& app, CommonOptions& common);
 Runner register_tokenize(CLI::App& app, CommonOptions& common);
 Runner register_logits(CLI::App& app, CommonOptions& common);
 Runner register_generate(CLI::App& app, CommonOptions& common);

@@ -31,6 +31,7 @@ Runner register_influence(CLI::App& app, CommonOptions& common) {
     std::string qa, budgets, answers_cache, prompt_template = kDefaultQaPrompt;
     int max_answer_tokens = 32, max_context_tokens = 0;
     bool chat = false;
+    std::string shard;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("influence",
@@ -61,8 +62,13 @@ Runner register_influence(CLI::App& app, CommonOptions& common) {
   cmd->add_flag("--plain", o->plain, "recompute every layer (no prefix reuse; for checking)");
   cmd->add_option("--band", o->band, "figure band: sem, std or none");
   cmd->add_flag("--png", o->png, "also write the figure as PNG");
+  cmd->add_option("--shard", o->shard,
+                  "I/N: run only shard I (from 0) of N of the documents x heads units, one file per unit in "
+                  "--out/units; `kvcompact merge --out` builds influence.json");
   add_common_options(cmd, common);
   return [o, &common] {
+    ShardSpec shard;
+    if (!o->shard.empty()) shard = parse_shard(o->shard);
     Model model = load_model(o->m.model, o->m.tokenizer);
     InfluenceOptions opt;
     opt.grid = parse_ratio_grid(o->ratios);
@@ -73,6 +79,7 @@ Runner register_influence(CLI::App& app, CommonOptions& common) {
     opt.context_frac = o->context_frac;
     opt.seed = o->seed;
     opt.reuse_prefix = !o->plain;
+    opt.shard = shard;
     const BandKind band = parse_band_kind(o->band);
     if (o->data.empty() == o->qa.empty()) throw Error("influence: give one of --data FILE or --qa FILE.jsonl");
     if (o->chat && o->qa.empty()) throw Error("--chat: only with --qa");
@@ -99,6 +106,21 @@ Runner register_influence(CLI::App& app, CommonOptions& common) {
     } else {
       const auto docs = read_documents(o->data, o->docs);
       curves = run_influence(model, docs, opt, o->out);
+    }
+    if (shard.active()) {
+      const StudyStatus st = study_status({o->out});
+      for (const ShardStatus& s : st.shards)
+        if (s.shard.index == shard.index && s.shard.count == shard.count) {
+          if (common.json) {
+            print_json({{"study", st.study.id}, {"shard", o->shard}, {"units", s.end - s.begin}, {"done", s.done},
+                        {"study_units", st.units}, {"study_done", st.done}});
+          } else {
+            fmt::print("shard {}: {}/{} units done -> {}/units (study {}: {}/{} units; `kvcompact merge {}` "
+                       "builds influence.{{json,csv,svg}})\n",
+                       o->shard, s.done, s.end - s.begin, o->out, st.study.id, st.done, st.units, o->out);
+          }
+        }
+      return 0;
     }
     const std::string svg = influence_figure(curves, {}, band);
     write_figure(o->out + "/influence.svg", svg);

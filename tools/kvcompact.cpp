@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
   add(register_make_cloze);
   add(register_chat_render);
   add(register_influence);
+  add(register_merge);
+  add(register_slurm);
   add(register_budget);
   add(register_plot);
   add(register_methods);

@@ -344,8 +344,83 @@ DocumentInfluence read_document(const std::string& path, const std::string& fing
 }
 
 /// One item of a sweep: sweeps it (resuming from `done`, saving through `on_head`).
-using ItemSweep = std::function<DocumentInfluence(const DocumentInfluence* done,
+using ItemSweep = std::function<DocumentInfluence(const InfluenceOptions& options, const DocumentInfluence* done,
                                                   const std::function<void(const DocumentInfluence&)>& on_head)>;
+
+/// The study settings of a sweep (influence_shards.h).
+InfluenceStudy study_of(std::size_t n_items, const std::function<std::string(std::size_t)>& item_text,
+                        const InfluenceOptions& o, const SweepKind& kind, const std::string& fingerprint,
+                        const ModelConfig& c) {
+  std::vector<std::string> heads, hashes;
+  for (const HeadId& h : o.heads) heads.push_back(head_name(h.layer, h.kv_head));
+  for (std::size_t d = 0; d < n_items; ++d) hashes.push_back(input_hash(item_text(d)));
+  return make_study({{"model_fingerprint", fingerprint},
+                     {"method", to_string(o.method)},
+                     {"grid", o.grid},
+                     {"baseline_ratio", o.baseline_ratio},
+                     {"budgets", budgets_json(o)},
+                     {"context_frac", o.context_frac},
+                     {"seed", o.seed},
+                     {"evaluated", kind.evaluated},
+                     {"qa", kind.qa},
+                     {"heads", heads},
+                     {"n_layers", c.n_layers},
+                     {"n_kv_heads", c.n_kv_heads},
+                     {"documents", n_items},
+                     {"input_hashes", hashes}});
+}
+
+/// Shard o.shard of the units: per document, the shard's heads not yet in out_dir/units are swept
+/// together (one prefill and baseline per document), each head's unit written when it finishes.
+void run_shard(std::size_t n_items, const std::function<ItemSweep(std::size_t)>& item,
+               const std::function<std::string(std::size_t)>& item_text, const InfluenceOptions& o,
+               const SweepKind& kind, const std::string& fingerprint, const ModelConfig& c,
+               const std::string& out_dir) {
+  const InfluenceStudy study = study_of(n_items, item_text, o, kind, fingerprint, c);
+  register_shard(out_dir, study, o.shard);
+  const std::size_t nh = o.heads.size();
+  const auto [begin, end] = shard_range(n_items * nh, o.shard);
+  std::size_t skipped = 0, swept = 0;
+  for (std::size_t d = begin / nh; d < n_items && d * nh < end; ++d) {
+    InfluenceOptions od = o;
+    od.heads.clear();
+    for (std::size_t k = 0; k < nh; ++k) {
+      const std::size_t u = d * nh + k;
+      if (u < begin || u >= end) continue;
+      const std::string path = unit_path(out_dir, static_cast<int>(d), o.heads[k]);
+      if (std::filesystem::exists(path)) {
+        read_unit(path, study.id, c.n_layers, c.n_kv_heads);  // refuses another study's unit
+        ++skipped;
+        if (o.progress)
+          std::fprintf(stderr, "influence: shard %d/%d: unit %zu (document %zu, head %s) already done\n",
+                       o.shard.index, o.shard.count, u, d + 1, head_name(o.heads[k].layer, o.heads[k].kv_head).c_str());
+        continue;
+      }
+      od.heads.push_back(o.heads[k]);
+    }
+    if (od.heads.empty()) continue;
+    double last_seconds = 0;
+    auto save = [&](const DocumentInfluence& partial) {
+      InfluenceUnit unit;
+      unit.study = study.id;
+      unit.document = static_cast<int>(d);
+      unit.head = partial.heads.back();
+      unit.context_tokens = partial.context_tokens;
+      unit.eval_tokens = partial.eval_tokens;
+      unit.spans = partial.spans;
+      unit.baseline_nll = partial.baseline_nll;
+      unit.delta = partial.delta.back();
+      unit.seconds = partial.seconds - last_seconds;
+      last_seconds = partial.seconds;
+      write_unit(unit_path(out_dir, unit.document, unit.head), unit);
+      ++swept;
+    };
+    item(d)(od, nullptr, save);
+  }
+  if (o.progress)
+    std::fprintf(stderr, "influence: shard %d/%d: units %zu..%zu: %zu swept, %zu already done\n", o.shard.index,
+                 o.shard.count, begin, end, swept, skipped);
+}
 
 InfluenceCurves run_items(const Model& model, std::size_t n_items, const std::function<ItemSweep(std::size_t)>& item,
                           const std::function<std::string(std::size_t)>& item_text,
@@ -360,6 +435,10 @@ InfluenceCurves run_items(const Model& model, std::size_t n_items, const std::fu
   namespace fs = std::filesystem;
   const fs::path doc_dir = fs::path(out_dir) / "docs";
 
+  if (o.shard.active()) {
+    run_shard(n_items, item, item_text, o, kind, fingerprint, c, out_dir);
+    return {};
+  }
   std::vector<DocumentInfluence> results;
   for (std::size_t d = 0; d < n_items; ++d) {
     const std::string path = (doc_dir / fmt::format("doc_{:05d}.json", d)).string();
@@ -380,7 +459,7 @@ InfluenceCurves run_items(const Model& model, std::size_t n_items, const std::fu
     auto save = [&](const DocumentInfluence& partial) {
       write_file_atomic(path, document_json(partial, fingerprint, o, kind, hash).dump(1) + "\n");
     };
-    results.push_back(item(d)(done.get(), save));
+    results.push_back(item(d)(o, done.get(), save));
     save(results.back());
     if (o.progress)
       std::fprintf(stderr, "influence: document %zu/%zu done in %.1f s\n", d + 1, n_items, results.back().seconds);
@@ -423,9 +502,10 @@ InfluenceCurves run_influence(const Model& model, const std::vector<std::string>
                               const InfluenceOptions& options, const std::string& out_dir) {
   if (documents.empty()) throw Error("influence: no documents");
   auto item = [&](std::size_t d) -> ItemSweep {
-    return [&, d](const DocumentInfluence* done, const std::function<void(const DocumentInfluence&)>& on_head) {
+    return [&, d](const InfluenceOptions& o, const DocumentInfluence* done,
+                  const std::function<void(const DocumentInfluence&)>& on_head) {
       const std::vector<int> ids = model.tokenizer->encode(documents[d], /*add_bos=*/true);
-      return sweep_document(model, ids, static_cast<int>(d), options, done, on_head);
+      return sweep_document(model, ids, static_cast<int>(d), o, done, on_head);
     };
   };
   return run_items(model, documents.size(), item, [&](std::size_t d) { return documents[d]; }, options,
@@ -446,7 +526,8 @@ InfluenceCurves run_influence_qa(const Model& model, const std::vector<QaArticle
   const Transformer tr(model.config, model.weights);
   QaAnswerStore store(qa.answers_cache_dir, model_fingerprint(model.config, model.weights), model.config.vocab_size);
   auto item = [&](std::size_t a) -> ItemSweep {
-    return [&, a](const DocumentInfluence* done, const std::function<void(const DocumentInfluence&)>& on_head) {
+    return [&, a](const InfluenceOptions& o, const DocumentInfluence* done,
+                  const std::function<void(const DocumentInfluence&)>& on_head) {
       const QaArticleTokens at = tokenize_qa_article(model, articles[a], qa);
       if (!at.note.empty() && options.progress) std::fprintf(stderr, "note: %s\n", at.note.c_str());
       auto spans = [&](const KVCache& full, const std::vector<float>& last_logits) {
@@ -465,7 +546,7 @@ InfluenceCurves run_influence_qa(const Model& model, const std::vector<QaArticle
         store.save();
         return out;
       };
-      return sweep_context(model, at.context, static_cast<int>(a), options, spans, done, on_head);
+      return sweep_context(model, at.context, static_cast<int>(a), o, spans, done, on_head);
     };
   };
   return run_items(model, articles.size(), item, [&](std::size_t a) { return qa_article_to_jsonl(articles[a]); },

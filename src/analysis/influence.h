@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "analysis/influence_curves.h"
+#include "analysis/influence_shards.h"
 #include "analysis/qa_eval.h"
 #include "compaction/method_spec.h"
 #include "compaction/reference_queries.h"
@@ -33,6 +34,9 @@ struct InfluenceOptions {
   /// uniform baseline.
   std::vector<double> budget_proportions;
   std::string budgets_source;     ///< file the proportions came from (recorded in the outputs)
+  /// Run only shard I/N of the units (documents x heads, document-major; influence_shards.h):
+  /// unit files in out_dir/units, no aggregate (kvcompact merge builds it). Inactive = one process.
+  ShardSpec shard;
 };
 
 /// A span scored after the context: `prompt` is fed (not scored), then `scored` is
@@ -91,7 +95,9 @@ DocumentInfluence sweep_context(
 /// atomically after each head; a rerun skips finished documents and heads, and refuses files from
 /// a different model, method, grid or baseline), then writes the aggregate
 /// `out_dir`/influence.json and influence.csv (mean, SEM, std across documents per head and ratio).
-/// Returns the aggregate.
+/// Returns the aggregate. With options.shard active: runs only that shard's units (skipping units
+/// already in out_dir/units, refusing a folder of another study), writes no aggregate and returns
+/// curves without heads.
 InfluenceCurves run_influence(const Model& model, const std::vector<std::string>& documents,
                               const InfluenceOptions& options, const std::string& out_dir);
 

@@ -19,7 +19,11 @@ void write_file_atomic(const std::string& path, std::string_view contents) {
     fs::create_directories(target.parent_path(), ec);
     if (ec) throw Error(fmt::format("{}: cannot create folder: {}", path, ec.message()));
   }
-  const std::string tmp = fmt::format("{}.tmp.{}", path, static_cast<long>(getpid()));
+  // Host and pid in the temporary name: writers on several machines of a shared file system never
+  // collide on it.
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+  const std::string tmp = fmt::format("{}.tmp.{}.{}", path, host, static_cast<long>(getpid()));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(fmt::format("{}: cannot open for writing", tmp));

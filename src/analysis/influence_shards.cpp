@@ -1,0 +1,282 @@
+#include "analysis/influence_shards.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+
+#include "io/atomic_file.h"
+#include "io/error.h"
+#include "io/json_file.h"
+#include "model/model_fingerprint.h"
+
+namespace kvcompact {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool parse_int(const std::string& s, int& v) {
+  if (s.empty()) return false;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+/// The settings keys whose values differ between two studies (for the error message).
+std::string differing_settings(const nlohmann::json& a, const nlohmann::json& b) {
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : a.items())
+    if (!b.contains(k) || b[k] != v) keys.push_back(k);
+  for (const auto& [k, v] : b.items())
+    if (!a.contains(k)) keys.push_back(k);
+  if (keys.empty()) return "none";
+  std::string out;
+  for (const auto& k : keys) out += (out.empty() ? "" : ", ") + (k == "input_hashes" ? "input documents" : k);
+  return out;
+}
+
+std::string manifest_name(const ShardSpec& s) { return fmt::format("shard_{}_of_{}.json", s.index, s.count); }
+
+}  // namespace
+
+ShardSpec parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  ShardSpec s;
+  if (slash == std::string::npos || !parse_int(text.substr(0, slash), s.index) ||
+      !parse_int(text.substr(slash + 1), s.count))
+    throw Error(fmt::format("--shard '{}': expected I/N (shard I of N, 0 <= I < N)", text));
+  if (s.count < 1) throw Error(fmt::format("--shard '{}': N must be >= 1", text));
+  if (s.index < 0 || s.index >= s.count)
+    throw Error(fmt::format("--shard '{}': I must be in 0..{} (shards are numbered from 0)", text, s.count - 1));
+  return s;
+}
+
+std::pair<std::size_t, std::size_t> shard_range(std::size_t n, const ShardSpec& s) {
+  const auto N = static_cast<std::size_t>(s.count), i = static_cast<std::size_t>(s.index);
+  return {i * n / N, (i + 1) * n / N};
+}
+
+InfluenceStudy make_study(nlohmann::json settings) {
+  InfluenceStudy st;
+  const std::string text = settings.dump();
+  st.id = fmt::format("{:016x}", fnv1a64(text.data(), text.size()));
+  try {
+    const int L = settings.at("n_layers").get<int>(), H = settings.at("n_kv_heads").get<int>();
+    for (const auto& name : settings.at("heads"))
+      st.heads.push_back(parse_head_names(name.get<std::string>(), L, H).at(0));
+    st.documents = settings.at("documents").get<int>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("study settings: malformed ({})", e.what()));
+  }
+  st.settings = std::move(settings);
+  return st;
+}
+
+std::string unit_path(const std::string& dir, int document, const HeadId& head) {
+  return (fs::path(dir) / "units" / fmt::format("doc_{:05d}_{}.json", document, head_name(head.layer, head.kv_head)))
+      .string();
+}
+
+void write_unit(const std::string& path, const InfluenceUnit& u) {
+  const nlohmann::json j = {{"version", 1},
+                            {"study", u.study},
+                            {"document", u.document},
+                            {"head", head_name(u.head.layer, u.head.kv_head)},
+                            {"context_tokens", u.context_tokens},
+                            {"eval_tokens", u.eval_tokens},
+                            {"spans", u.spans},
+                            {"baseline_nll", u.baseline_nll},
+                            {"seconds", u.seconds},
+                            {"units", "delta NLL, nats/token"},
+                            {"delta", u.delta}};
+  write_file_atomic(path, j.dump(1) + "\n");
+}
+
+InfluenceUnit read_unit(const std::string& path, const std::string& study, int n_layers, int n_kv_heads) {
+  const nlohmann::json j = read_json_file(path);
+  try {
+    InfluenceUnit u;
+    u.study = j.at("study").get<std::string>();
+    if (!study.empty() && u.study != study)
+      throw Error(fmt::format("{}: belongs to study {}, not {} (different model or settings); use another folder",
+                              path, u.study, study));
+    u.document = j.at("document").get<int>();
+    u.head = parse_head_names(j.at("head").get<std::string>(), n_layers, n_kv_heads).at(0);
+    u.context_tokens = j.at("context_tokens").get<int>();
+    u.eval_tokens = j.at("eval_tokens").get<int>();
+    u.spans = j.at("spans").get<int>();
+    u.baseline_nll = j.at("baseline_nll").get<double>();
+    u.seconds = j.value("seconds", 0.0);
+    u.delta = j.at("delta").get<std::vector<double>>();
+    return u;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: malformed unit file ({})", path, e.what()));
+  }
+}
+
+namespace {
+
+struct Manifest {
+  std::string path;
+  InfluenceStudy study;
+  ShardSpec shard;
+};
+
+std::vector<Manifest> read_manifests(const std::string& dir) {
+  std::vector<Manifest> out;
+  const fs::path sd = fs::path(dir) / "shards";
+  std::error_code ec;
+  if (!fs::is_directory(sd, ec)) return out;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(sd))
+    if (e.path().extension() == ".json" && e.path().filename().string().starts_with("shard_")) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    const nlohmann::json j = read_json_file(f.string());
+    Manifest m;
+    m.path = f.string();
+    try {
+      m.study = make_study(j.at("settings"));
+      if (m.study.id != j.at("study").get<std::string>())
+        throw Error(fmt::format("{}: its study id does not match its settings (edited?)", m.path));
+      m.shard.index = j.at("shard").at("index").get<int>();
+      m.shard.count = j.at("shard").at("count").get<int>();
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("{}: malformed shard manifest ({})", m.path, e.what()));
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_shard(const std::string& dir, const InfluenceStudy& study, const ShardSpec& shard) {
+  for (const Manifest& m : read_manifests(dir))
+    if (m.study.id != study.id)
+      throw Error(fmt::format("{}: holds shards of study {} (from {}), this run is study {}; settings that differ: "
+                              "{}. Use another --out folder",
+                              dir, m.study.id, m.path, study.id, differing_settings(m.study.settings, study.settings)));
+  const auto [b, e] = shard_range(static_cast<std::size_t>(study.documents) * study.heads.size(), shard);
+  const nlohmann::json j = {{"version", 1},
+                            {"study", study.id},
+                            {"shard", {{"index", shard.index}, {"count", shard.count}}},
+                            {"units", {{"begin", b}, {"end", e}}},
+                            {"settings", study.settings}};
+  write_file_atomic((fs::path(dir) / "shards" / manifest_name(shard)).string(), j.dump(1) + "\n");
+}
+
+StudyStatus study_status(const std::vector<std::string>& dirs) {
+  if (dirs.empty()) throw Error("merge: no folder given");
+  StudyStatus st;
+  st.dirs = dirs;
+  std::string first_dir;
+  std::vector<Manifest> all;
+  for (const auto& dir : dirs) {
+    if (!fs::is_directory(dir)) throw Error(fmt::format("{}: no such folder", dir));
+    for (Manifest& m : read_manifests(dir)) {
+      if (first_dir.empty()) {
+        first_dir = m.path;
+        st.study = m.study;
+      } else if (m.study.id != st.study.id) {
+        throw Error(fmt::format("{}: study {} differs from study {} of {} (settings that differ: {}); refusing to "
+                                "mix studies",
+                                m.path, m.study.id, st.study.id, first_dir,
+                                differing_settings(st.study.settings, m.study.settings)));
+      }
+      all.push_back(std::move(m));
+    }
+  }
+  if (first_dir.empty())
+    throw Error(fmt::format("{}: no shard manifests (shards/shard_*.json); was the sweep run with --shard I/N?",
+                            dirs[0]));
+  const int L = st.study.settings.at("n_layers").get<int>(), H = st.study.settings.at("n_kv_heads").get<int>();
+  const std::size_t nh = st.study.heads.size();
+  st.units = static_cast<std::size_t>(st.study.documents) * nh;
+  st.unit_files.assign(st.units, "");
+  std::vector<bool> done(st.units, false);
+  for (std::size_t u = 0; u < st.units; ++u) {
+    const int d = static_cast<int>(u / nh);
+    const HeadId& h = st.study.heads[u % nh];
+    for (const auto& dir : dirs) {
+      const std::string p = unit_path(dir, d, h);
+      if (!fs::exists(p)) continue;
+      const InfluenceUnit unit = read_unit(p, st.study.id, L, H);  // refuses another study's unit
+      if (unit.document != d || !(unit.head == h))
+        throw Error(fmt::format("{}: holds document {} head {} (renamed?)", p, unit.document + 1,
+                                head_name(unit.head.layer, unit.head.kv_head)));
+      st.unit_files[u] = p;
+      done[u] = true;
+      ++st.done;
+      break;
+    }
+    if (!done[u]) st.missing.push_back(fmt::format("doc {} {}", d + 1, head_name(h.layer, h.kv_head)));
+  }
+  std::sort(all.begin(), all.end(), [](const Manifest& a, const Manifest& b) {
+    return std::pair(a.shard.count, a.shard.index) < std::pair(b.shard.count, b.shard.index);
+  });
+  for (const Manifest& m : all) {
+    if (!st.shards.empty() && st.shards.back().shard.count == m.shard.count &&
+        st.shards.back().shard.index == m.shard.index)
+      continue;  // the same shard in two folders
+    ShardStatus s;
+    s.shard = m.shard;
+    std::tie(s.begin, s.end) = shard_range(st.units, m.shard);
+    for (std::size_t u = s.begin; u < s.end; ++u) {
+      if (done[u]) ++s.done;
+      else s.missing.push_back(fmt::format("doc {} {}", u / nh + 1, head_name(st.study.heads[u % nh].layer,
+                                                                                st.study.heads[u % nh].kv_head)));
+    }
+    st.shards.push_back(std::move(s));
+  }
+  return st;
+}
+
+InfluenceCurves merge_units(const StudyStatus& st) {
+  if (st.done == 0) throw Error(fmt::format("{}: no finished units to merge", st.dirs.at(0)));
+  const nlohmann::json& s = st.study.settings;
+  const int L = s.at("n_layers").get<int>(), H = s.at("n_kv_heads").get<int>();
+  InfluenceCurves curves;
+  try {
+    curves.model_fingerprint = s.at("model_fingerprint").get<std::string>();
+    curves.method = s.at("method").get<std::string>();
+    curves.baseline_ratio = s.at("baseline_ratio").get<double>();
+    curves.grid = s.at("grid").get<std::vector<double>>();
+    curves.n_layers = L;
+    curves.n_kv_heads = H;
+    curves.evaluated = s.at("evaluated").get<std::string>();
+    if (!s.at("budgets").is_null()) {
+      curves.budget_proportions = s["budgets"].at("proportions").get<std::vector<double>>();
+      curves.budgets_source = s["budgets"].at("source").get<std::string>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("study settings: malformed ({})", e.what()));
+  }
+  const std::size_t nh = st.study.heads.size();
+  for (std::size_t k = 0; k < nh; ++k) {
+    const HeadId& h = st.study.heads[k];
+    std::vector<std::vector<double>> rows;
+    for (int d = 0; d < st.study.documents; ++d) {
+      const std::string& p = st.unit_files[static_cast<std::size_t>(d) * nh + k];
+      if (p.empty()) continue;
+      InfluenceUnit u = read_unit(p, st.study.id, L, H);
+      if (u.delta.size() != curves.grid.size())
+        throw Error(fmt::format("{}: {} values for a grid of {}", p, u.delta.size(), curves.grid.size()));
+      rows.push_back(std::move(u.delta));
+    }
+    if (rows.empty()) continue;
+    const CurveStats cs = aggregate_documents(rows);
+    HeadCurve hc;
+    hc.layer = h.layer;
+    hc.kv_head = h.kv_head;
+    hc.ratios = curves.grid;
+    hc.mean = cs.mean;
+    hc.sem = cs.sem;
+    hc.std = cs.std;
+    hc.documents = cs.documents;
+    curves.heads.push_back(std::move(hc));
+  }
+  return curves;
+}
+
+}  // namespace kvcompact
