@@ -44,7 +44,7 @@ if [ ! -d tests/js/node_modules ] && command -v npm > /dev/null 2>&1; then
   npm ci --prefix tests/js --no-audit --no-fund
 fi
 
-# Reference peers (transformers, tokenizers, jinja2, gguf-py, llama-cpp-python) for the tests.
+# Reference peers (transformers, tokenizers, jinja2, gguf-py, llama-cpp-python, kvpress) for the tests.
 if [ "$install" = 1 ]; then
   if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
@@ -53,7 +53,10 @@ if [ "$install" = 1 ]; then
     echo "setup: installing the reference peers into .venv" >&2
     # llama-cpp-python builds llama.cpp from source: CPU only, native ISA, no examples or tests.
     CMAKE_ARGS="-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON" \
-      .venv/bin/pip install --disable-pip-version-check -q -r scripts/requirements-ref.txt
+      .venv/bin/pip install --disable-pip-version-check -q -r <(grep -v '^kvpress==' scripts/requirements-ref.txt)
+    # kvpress without its declared dependencies (it would pull peft and move transformers); the
+    # ones it imports are pinned in requirements-ref.txt.
+    .venv/bin/pip install --disable-pip-version-check -q --no-deps "$(grep '^kvpress==' scripts/requirements-ref.txt)"
     cp scripts/requirements-ref.txt .venv/.requirements-installed
   fi
   KVC_PIP=.venv/bin/pip bash scripts/fetch_models.sh

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <chrono>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "analysis/budget_solver.h"
 #include "analysis/continuation_nll.h"
@@ -14,6 +16,8 @@
 #include "compaction/reference_queries.h"
 #include "io/error.h"
 #include "io/kvc_file.h"
+#include "io/npy_file.h"
+#include "io/atomic_file.h"
 #include "io/text_documents.h"
 #include "model/generate_from_cache.h"
 #include "model/model.h"
@@ -38,6 +42,50 @@ KvcFile load_cache_for(const Model& model, const std::string& path) {
   return f;
 }
 
+/// `compact --dump-heads DIR`: every head's K [T, d], V [T, d], Q [n, d] and, compacted alone
+/// (single-threaded, timed), its selected indices [t], beta [t] and C2 [t, d]; manifest.json lists them.
+void dump_heads(const std::string& dir, const ContextPrefill& prefill, const CompactionOptions& co, int n_layers) {
+  if (is_layer_scoped(co.method))
+    throw Error(fmt::format("--dump-heads: {} selects across a layer's heads; dump a per-head method", to_string(co.method)));
+  std::filesystem::create_directories(dir);
+  const KVCache& full = prefill.cache;
+  const int H = full.n_kv_heads(), d = full.head_dim();
+  nlohmann::json heads = nlohmann::json::array();
+  for (int l = 0; l < full.n_layers(); ++l)
+    for (int h = 0; h < H; ++h) {
+      const HeadCache& src = full.head(l, h);
+      const std::vector<float>& q = prefill.queries.at(l, h);
+      HeadCompactionInput in;
+      in.keys = src.keys.data();
+      in.values = src.values.data();
+      in.queries = q.data();
+      in.T = static_cast<int>(src.length());
+      in.n_queries = prefill.queries.count(l, h);
+      in.head_dim = d;
+      in.context_queries = prefill.context_queries.at(l, h).data();
+      in.group_size = in.T > 0 ? prefill.context_queries.count(l, h) / in.T : 1;
+      if (!co.rope_inv_freq.empty()) in.rope_inv_freq = co.rope_inv_freq.data();
+      in.rope_half_split = co.rope_half_split;
+      const int t = kept_entries(co.ratio, in.T);
+      const auto t0 = std::chrono::steady_clock::now();
+      const CompactedHead c = compact_head(co.method, in, t, l, n_layers, head_seed(co.seed, l, h, H));
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const std::string base = fmt::format("{}/L{}H{}_", dir, l, h);
+      write_npy(base + "K.npy", src.keys, {in.T, d});
+      write_npy(base + "V.npy", src.values, {in.T, d});
+      write_npy(base + "Q.npy", q, {in.n_queries, d});
+      const std::vector<std::int32_t> sel(c.selected.begin(), c.selected.end());
+      write_npy(base + "selected.npy", sel, {c.size()});
+      write_npy(base + "beta.npy", c.beta, {c.size()});
+      write_npy(base + "C2.npy", c.values, {c.size(), d});
+      heads.push_back({{"layer", l}, {"kv_head", h}, {"T", in.T}, {"n_queries", in.n_queries}, {"t", c.size()},
+                       {"seconds", secs}});
+    }
+  write_file_atomic(dir + "/manifest.json",
+                    nlohmann::json({{"method", to_string(co.method)}, {"ratio", co.ratio}, {"head_dim", d},
+                                    {"heads", heads}}).dump(1) + "\n");
+}
+
 }  // namespace
 
 Runner register_compact(CLI::App& app, CommonOptions& common) {
@@ -46,7 +94,7 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     std::string context, method = "am", out;
     double ratio = 0.1;
     unsigned long long seed = 0;
-    std::string budgets;
+    std::string budgets, dump_heads;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("compact", "compact a context's KV cache and save it as a .kvc file");
@@ -58,6 +106,9 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
   cmd->add_option("-o,--output", o->out, "the .kvc file to write")->required();
   cmd->add_option("--seed", o->seed, "seed of the random baseline");
   cmd->add_option("--budgets", o->budgets, "per-head budget proportions (kvcompact budget); --ratio is then the total ratio");
+  cmd->add_option("--dump-heads", o->dump_heads,
+                  "also write, per layer and KV head, K, V, the reference queries Q and the method's result "
+                  "(selected, beta, C2, seconds; each head compacted alone) as .npy files + manifest.json to this folder");
   add_common_options(cmd, common);
   return [o, &common] {
     CompactionOptions co;
@@ -65,6 +116,7 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     co.ratio = o->ratio;
     co.seed = o->seed;
     Model model = load_model(o->m.model, o->m.tokenizer);
+    set_rope(co, model.config);
     const std::string text = trim(read_text_file(o->context));
     const std::vector<int> ids = model.tokenizer->encode(text, /*add_bos=*/true);
     if (ids.size() < 2) throw Error(fmt::format("{}: the context encodes to {} tokens (need at least 2)", o->context, ids.size()));
@@ -87,6 +139,7 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
                                               std::vector<int>(p.size(), static_cast<int>(ids.size())), co.ratio);
       uniform_bytes = compact_cache(prefill.cache, prefill.queries, uniform, &prefill.context_queries).bytes();
     }
+    if (!o->dump_heads.empty()) dump_heads(o->dump_heads, prefill, co, model.config.n_layers);
     KvcFile f;
     f.model_fingerprint = model_fingerprint(model.config, model.weights);
     f.model_name = std::filesystem::path(model.path).filename().string();

@@ -116,6 +116,16 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
                         {"reference_seconds", r.reference_seconds},
                         {"units", {{"nll", "nats/token"}, {"bytes", "bytes"}, {"seconds", "s per document"}}},
                         {"rows", table.to_json()}};
+    for (std::size_t i = 0; i < r.rows.size(); ++i) {
+      j["rows"][i]["delta_nll_per_document"] = r.rows[i].delta_nll_per_document;
+      j["rows"][i]["seconds_per_document"] = r.rows[i].seconds_per_document;
+    }
+    j["per_document"] = nlohmann::json::array();
+    for (const auto& doc : r.per_document)
+      j["per_document"].push_back({{"tokens", doc.tokens},
+                                   {"context_tokens", doc.context_tokens},
+                                   {"full_nll", doc.full_nll},
+                                   {"reference_seconds", doc.reference_seconds}});
     if (!o->csv.empty()) write_file_atomic(o->csv, table.to_csv());
     if (!o->plot.empty()) {
       std::vector<CompactEvalRow> positive;  // log-x: ratio 0 cannot be drawn

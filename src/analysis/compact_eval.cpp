@@ -27,7 +27,7 @@ double mean_continuation_nll(const Transformer& model, const KVCache& cache, std
 }
 
 struct Accumulator {
-  std::vector<double> delta;
+  std::vector<double> delta, secs;
   double nll = 0, bytes = 0, full_bytes = 0, seconds = 0, entries = 0, heads = 1;
 };
 
@@ -88,9 +88,14 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
       return prefills.back();
     };
     prefills.reserve(options.methods.size());
+    const double ref_before = result.reference_seconds;
     const ContextPrefill& first = prefill_for(options.methods.front());
     const double full_nll = mean_continuation_nll(transformer, first.cache, continuation, first.last_logits);
     full_nll_sum += full_nll;
+    CompactEvalDocument doc;
+    doc.tokens.assign(ids.begin(), ids.begin() + N);
+    doc.context_tokens = T;
+    doc.full_nll = full_nll;
     context_sum += T;
     continuation_sum += N - T;
 
@@ -102,6 +107,7 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
         co.method = method;
         co.ratio = ratio;
         co.seed = options.seed + d;
+        set_rope(co, model.config);
         if (!options.budget_proportions.empty()) {
           std::vector<int> lengths(options.budget_proportions.size(), T);
           co.head_budgets = per_head_budgets(options.budget_proportions, lengths, ratio);
@@ -121,8 +127,11 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
         a.heads = static_cast<double>(compacted.n_layers()) * compacted.n_kv_heads();
         a.seconds += secs;
         a.entries += static_cast<double>(compacted.total_entries());
+        a.secs.push_back(secs);
       }
     }
+    doc.reference_seconds = result.reference_seconds - ref_before;
+    result.per_document.push_back(std::move(doc));
     if (options.progress)
       std::fprintf(stderr, "compact-eval: document %zu/%zu (%d context + %d continuation tokens), %.1f s\n",
                    d + 1, documents.size(), T, N - T, seconds_since(t_start));
@@ -153,6 +162,8 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
       r.compaction_seconds = a.seconds / D;
       r.compaction_seconds_per_head = r.compaction_seconds / a.heads;
       r.kept_entries = a.entries / D;
+      r.delta_nll_per_document = a.delta;
+      r.seconds_per_document = a.secs;
       result.rows.push_back(r);
     }
   }

@@ -38,6 +38,16 @@ struct CompactEvalRow {
   double compaction_seconds = 0;  ///< mean over documents of the wall time to compact the whole cache
   double compaction_seconds_per_head = 0;  ///< compaction_seconds / (n_layers * n_kv_heads)
   double kept_entries = 0;        ///< mean over documents of the entries kept, summed over heads
+  std::vector<double> delta_nll_per_document;  ///< [documents] the deltas averaged above
+  std::vector<double> seconds_per_document;    ///< [documents] compaction wall time (whole cache)
+};
+
+/// One evaluated document: its tokens and the full-cache NLL (for peers that score the same tokens).
+struct CompactEvalDocument {
+  std::vector<int> tokens;  ///< [N]: context (first context_tokens, BOS included) then continuation
+  int context_tokens = 0;   ///< T
+  double full_nll = 0;      ///< full-cache continuation NLL, nats/token
+  double reference_seconds = 0;  ///< wall time of its prefill(s) with reference queries
 };
 
 /// The evaluation's result.
@@ -48,6 +58,7 @@ struct CompactEvalResult {
   double mean_context_tokens = 0;    ///< mean T
   double mean_continuation_tokens = 0;
   double reference_seconds = 0;      ///< total time of the repeat-prefills (reference queries)
+  std::vector<CompactEvalDocument> per_document;  ///< [documents], in order
 };
 
 /// For each document: encode with BOS (N tokens), context = the first T = floor(context_frac*N)

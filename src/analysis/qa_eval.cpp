@@ -300,6 +300,7 @@ QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& artic
         co.method = methods[mi];
         co.ratio = ratio;
         co.seed = options.seed + ai;
+        set_rope(co, model.config);
         caches.push_back(compact_cache(prefill.cache, prefill.queries, co, &prefill.context_queries));
       }
     }

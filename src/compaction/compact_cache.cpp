@@ -4,13 +4,16 @@
 
 #include <exception>
 
+#include "compaction/baselines.h"
 #include "compaction/head_compaction.h"
+#include "compaction/layer_selection.h"
+#include "ops/rope.h"
 #include "io/error.h"
 
 namespace kvcompact {
 
 std::vector<std::string> compaction_method_names() {
-  return {"am", "random", "recent", "attn-nofit", "snapkv", "streaming", "h2o", "pyramidkv"};
+  return {"am", "random", "recent", "attn-nofit", "snapkv", "streaming", "h2o", "pyramidkv", "knorm", "tova", "observed", "expected", "adakv"};
 }
 
 std::vector<MethodSpec> parse_method_list(std::string_view text) {
@@ -48,6 +51,13 @@ uint64_t head_seed(uint64_t seed, int layer, int kv_head, int n_kv_heads) {
   return seed * 1000003ULL + static_cast<uint64_t>(layer * n_kv_heads + kv_head);
 }
 
+void set_rope(CompactionOptions& options, const ModelConfig& config) {
+  const int d = config.head_dim;
+  options.rope_inv_freq.assign(static_cast<std::size_t>(d / 2), 0.0f);
+  rope_inv_freq(d, config.rope_theta, config.rope_scaling, options.rope_inv_freq.data());
+  options.rope_half_split = config.rope_style == RopeStyle::HalfSplit;
+}
+
 HeadCache to_head_cache(CompactedHead c, const HeadCache& source) {
   HeadCache dst;
   dst.keys = std::move(c.keys);
@@ -75,35 +85,77 @@ KVCache compact_cache(const KVCache& full, const ReferenceQueries& queries, cons
     throw Error(fmt::format("per-head budgets list {} heads, the cache has {}", options.head_budgets.size(), L * H));
   if (!budgets) kept_entries(options.ratio, 1);  // validates the ratio before any work
 
+  if (!options.rope_inv_freq.empty() && options.rope_inv_freq.size() != static_cast<std::size_t>(d / 2))
+    throw Error(fmt::format("RoPE frequencies list {} pairs, head_dim {} has {}", options.rope_inv_freq.size(), d, d / 2));
+
+  auto input_for = [&](int layer, int kv) {
+    const HeadCache& src = full.head(layer, kv);
+    HeadCompactionInput in;
+    in.keys = src.keys.data();
+    in.values = src.values.data();
+    in.queries = queries.at(layer, kv).data();
+    in.T = static_cast<int>(src.length());
+    in.n_queries = queries.count(layer, kv);
+    in.head_dim = d;
+    if (context_queries) {
+      in.context_queries = context_queries->at(layer, kv).data();
+      in.group_size = in.T > 0 ? context_queries->count(layer, kv) / in.T : 1;
+    }
+    if (!options.rope_inv_freq.empty()) in.rope_inv_freq = options.rope_inv_freq.data();
+    in.rope_half_split = options.rope_half_split;
+    return in;
+  };
+  auto budget_for = [&](int idx, int T) {
+    const int t = budgets ? options.head_budgets[static_cast<std::size_t>(idx)] : kept_entries(options.ratio, T);
+    if (t < 0 || t > T)
+      throw Error(fmt::format("head L{}H{}: budget {} outside [0, {}]", idx / H, idx % H, t, T));
+    return t;
+  };
+
   KVCache out(L, H, d);
   out.next_position = full.next_position;
   for (int l = 0; l < L; ++l) out.set_layer_window(l, full.layer_window(l));
   std::exception_ptr failure;
+  const bool layer_scoped = is_layer_scoped(options.method);
+  std::vector<std::vector<double>> scores(layer_scoped ? static_cast<std::size_t>(L) * H : 0);
+  if (layer_scoped) {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int idx = 0; idx < L * H; ++idx) {
+      try {
+        scores[static_cast<std::size_t>(idx)] = layer_scoped_head_scores(options.method, input_for(idx / H, idx % H));
+      } catch (...) {
+#pragma omp critical(kvc_compact_failure)
+        if (!failure) failure = std::current_exception();
+      }
+    }
+    if (failure) std::rethrow_exception(failure);
+    for (int layer = 0; layer < L; ++layer) {
+      if (full.sliding(layer)) {  // never compacted (see above)
+        for (int kv = 0; kv < H; ++kv) out.head(layer, kv) = full.head(layer, kv);
+        continue;
+      }
+      std::vector<std::vector<double>> layer_scores(scores.begin() + layer * H, scores.begin() + (layer + 1) * H);
+      std::vector<int> b;
+      for (int kv = 0; kv < H; ++kv) b.push_back(budget_for(layer * H + kv, static_cast<int>(full.head(layer, kv).length())));
+      const std::vector<std::vector<int>> sel = layer_scoped_select(options.method, layer_scores, b);
+      for (int kv = 0; kv < H; ++kv)
+        out.head(layer, kv) = to_head_cache(head_from_selection(input_for(layer, kv), sel[static_cast<std::size_t>(kv)]),
+                                            full.head(layer, kv));
+    }
+    return out;
+  }
 #pragma omp parallel for schedule(dynamic, 1)
   for (int idx = 0; idx < L * H; ++idx) {
     const int layer = idx / H, kv = idx % H;
     try {
-      const HeadCache& src = full.head(layer, kv);
       if (full.sliding(layer)) {  // sliding-window layers keep their window: never compacted
-        out.head(layer, kv) = src;
+        out.head(layer, kv) = full.head(layer, kv);
         continue;
       }
-      HeadCompactionInput in;
-      in.keys = src.keys.data();
-      in.values = src.values.data();
-      in.queries = queries.at(layer, kv).data();
-      in.T = static_cast<int>(src.length());
-      in.n_queries = queries.count(layer, kv);
-      in.head_dim = d;
-      if (context_queries) {
-        in.context_queries = context_queries->at(layer, kv).data();
-        in.group_size = in.T > 0 ? context_queries->count(layer, kv) / in.T : 1;
-      }
-      int t = budgets ? options.head_budgets[idx] : kept_entries(options.ratio, in.T);
-      if (t < 0 || t > in.T)
-        throw Error(fmt::format("head L{}H{}: budget {} outside [0, {}]", layer, kv, t, in.T));
+      const HeadCompactionInput in = input_for(layer, kv);
+      const int t = budget_for(idx, in.T);
       CompactedHead c = compact_head(options.method, in, t, layer, L, head_seed(options.seed, layer, kv, H));
-      out.head(layer, kv) = to_head_cache(std::move(c), src);
+      out.head(layer, kv) = to_head_cache(std::move(c), full.head(layer, kv));
     } catch (...) {
 #pragma omp critical(kvc_compact_failure)
       if (!failure) failure = std::current_exception();

@@ -9,6 +9,7 @@
 
 #include "compaction/method_spec.h"
 #include "compaction/reference_queries.h"
+#include "model/config.h"
 #include "model/kv_cache.h"
 
 namespace kvcompact {
@@ -36,7 +37,14 @@ struct CompactionOptions {
   /// Non-uniform budgets: entries per head, [n_layers * n_kv_heads] layer-major; when set they
   /// replace the ratio (each in [0, T_head]). See analysis/budget_solver.h per_head_budgets.
   std::vector<int> head_budgets;
+  /// RoPE of the cache (ExpectedAttention needs it): [head_dim / 2] frequencies (rope_inv_freq of
+  /// ops/rope.h) and the pair layout; empty when unknown. See set_rope.
+  std::vector<float> rope_inv_freq;
+  bool rope_half_split = false;
 };
+
+/// Fills options.rope_inv_freq / rope_half_split from the model's RoPE settings.
+void set_rope(CompactionOptions& options, const ModelConfig& config);
 
 /// The seed a per-head method (e.g. `random`) gets for head (layer, kv_head): the run's seed mixed
 /// with the head's index, so heads draw independently and reruns are reproducible.
@@ -50,7 +58,8 @@ HeadCache to_head_cache(CompactedHead compacted, const HeadCache& source);
 /// the reference queries (and the context's own queries, needed by snapkv/h2o/pyramidkv). Each
 /// head keeps kept_entries(ratio, T) entries, or its head_budgets entry (PyramidKV redistributes
 /// the uniform budget over layers itself). The result keeps next_position = full.next_position
-/// (= T), so tokens fed afterwards continue at RoPE position T. Heads run in parallel (OpenMP).
+/// (= T), so tokens fed afterwards continue at RoPE position T. Heads run in parallel (OpenMP);
+/// layer-scoped methods (tova, adakv) score every head first, then select layer by layer.
 /// Sliding-window layers (full.sliding(l), e.g. Gemma 3's local layers) are copied unchanged and
 /// never compacted (the Attention Matching paper's convention: they keep only their window);
 /// ratios and budgets apply to global layers only (their head_budgets entries are ignored).

@@ -22,6 +22,11 @@ struct HeadCompactionInput {
   /// [T * group_size, head_dim]. May be null for methods that do not use it.
   const float* context_queries = nullptr;
   int group_size = 1;  ///< query heads per KV head (GQA group); rows per position above
+  /// RoPE of the context queries and keys (ExpectedAttention un-rotates the context queries):
+  /// [head_dim / 2] frequencies, pair j at position p rotated by p * rope_inv_freq[j]. May be null.
+  const float* rope_inv_freq = nullptr;
+  /// Pair j is dims (j, j + head_dim/2) (Hugging Face) instead of (2j, 2j+1) (GGML, llama2.c).
+  bool rope_half_split = false;
 };
 
 /// A compacted head: t entries (C1, beta, C2) plus the context indices of the selected keys.

@@ -11,6 +11,9 @@
 #include <fmt/format.h>
 
 #include "compaction/baselines.h"
+#include "compaction/expected_attention.h"
+#include "compaction/knorm.h"
+#include "compaction/observed_attention.h"
 #include "io/error.h"
 
 namespace kvcompact {
@@ -33,6 +36,11 @@ const std::vector<FamilyInfo>& families() {
       {MethodFamily::Streaming, "streaming", {"sink"}},
       {MethodFamily::H2o, "h2o", {"recent"}},
       {MethodFamily::PyramidKv, "pyramidkv", {"beta", "window", "pool"}},
+      {MethodFamily::Knorm, "knorm", {}},
+      {MethodFamily::Tova, "tova", {}},
+      {MethodFamily::Observed, "observed", {}},
+      {MethodFamily::Expected, "expected", {"future", "sink", "cov", "vnorm", "eps"}},
+      {MethodFamily::AdaKv, "adakv", {"alpha", "window", "pool"}},
   };
   return f;
 }
@@ -283,6 +291,30 @@ MethodSpec parse_method_spec(std::string_view text) {
     case MethodFamily::Streaming:
       if (has("sink")) spec.sink = parse_int(c, "sink", one("sink", "N"), 0, 1 << 30);
       break;
+    case MethodFamily::Knorm:
+    case MethodFamily::Tova:
+    case MethodFamily::Observed: break;
+    case MethodFamily::Expected: {
+      ExpectedAttentionOptions& e = spec.expected;
+      if (has("future")) e.n_future = parse_int(c, "future", one("future", "N"), 1, 1 << 24);
+      if (has("sink")) e.n_sink = parse_int(c, "sink", one("sink", "N"), 0, 1 << 30);
+      if (has("cov")) e.use_covariance = parse_int(c, "cov", one("cov", "0|1"), 0, 1) == 1;
+      if (has("vnorm")) e.use_vnorm = parse_int(c, "vnorm", one("vnorm", "0|1"), 0, 1) == 1;
+      if (has("eps")) {
+        e.epsilon = parse_double(c, "eps", one("eps", "X"));
+        if (e.epsilon < 0.0) c.fail(fmt::format("eps {} is negative", e.epsilon));
+      }
+      break;
+    }
+    case MethodFamily::AdaKv:
+      if (has("alpha")) {
+        spec.adakv.alpha = parse_double(c, "alpha", one("alpha", "X"));
+        if (spec.adakv.alpha < 0.0 || spec.adakv.alpha > 1.0)
+          c.fail(fmt::format("alpha: {} is outside [0, 1]", spec.adakv.alpha));
+      }
+      if (has("window")) spec.adakv.snapkv.window = parse_int(c, "window", one("window", "N"), 1, 1 << 30);
+      if (has("pool")) spec.adakv.snapkv.pool = parse_pool(c, kv.at("pool"));
+      break;
     case MethodFamily::H2o:
       if (has("recent")) {
         spec.h2o_recent = parse_double(c, "recent", one("recent", "X"));
@@ -336,6 +368,24 @@ std::string to_string(const MethodSpec& spec) {
     case MethodFamily::H2o:
       if (spec.h2o_recent != d.h2o_recent) items.push_back(fmt::format("recent={}", spec.h2o_recent));
       break;
+    case MethodFamily::Knorm:
+    case MethodFamily::Tova:
+    case MethodFamily::Observed: break;
+    case MethodFamily::Expected: {
+      const ExpectedAttentionOptions& e = spec.expected;
+      if (e.n_future != d.expected.n_future) items.push_back(fmt::format("future={}", e.n_future));
+      if (e.n_sink != d.expected.n_sink) items.push_back(fmt::format("sink={}", e.n_sink));
+      if (e.use_covariance != d.expected.use_covariance) items.push_back(fmt::format("cov={}", e.use_covariance ? 1 : 0));
+      if (e.use_vnorm != d.expected.use_vnorm) items.push_back(fmt::format("vnorm={}", e.use_vnorm ? 1 : 0));
+      if (e.epsilon != d.expected.epsilon) items.push_back(fmt::format("eps={}", e.epsilon));
+      break;
+    }
+    case MethodFamily::AdaKv:
+      if (spec.adakv.alpha != d.adakv.alpha) items.push_back(fmt::format("alpha={}", spec.adakv.alpha));
+      if (spec.adakv.snapkv.window != d.adakv.snapkv.window)
+        items.push_back(fmt::format("window={}", spec.adakv.snapkv.window));
+      if (!(spec.adakv.snapkv.pool == d.adakv.snapkv.pool)) items.push_back("pool=" + pooling_name(spec.adakv.snapkv.pool));
+      break;
   }
   const std::string name = method_family_name(spec.family);
   if (items.empty()) return name;
@@ -375,6 +425,21 @@ pyramidkv     PyramidKV (arXiv 2406.02069): per-layer budgets decreasing linearl
               (same total), SnapKV selection in each head
   beta=B                        top layer keeps t/B, bottom 2t - t/B; B >= 1 (default 20)
   window=W, pool=...            as for snapkv
+knorm         Knorm (arXiv 2406.11430, kvpress KnormPress): the keys of smallest L2 norm; no keys
+tova          TOVA (arXiv 2401.06104, kvpress TOVAPress): the last context query's attention,
+              averaged over the layer's query heads (one ranking per layer); last key kept; no keys
+observed      ObservedAttention (kvpress): causal attention received, divided by the number of
+              queries that see the key, group mean; no keys
+expected      ExpectedAttention (kvpress): attention expected from future queries (Gaussian of the
+              context's pre-RoPE queries, mean RoPE rotation of the next positions) times ||v||
+  future=N                      future positions averaged over, N >= 1 (default 512)
+  sink=S                        first keys always kept, S >= 0 (default 4)
+  cov=0|1, vnorm=0|1            use the query covariance / the value norm (default 1, 1)
+  eps=X                         added to the expected attention before the value norm (default 0)
+adakv         AdaKV (arXiv 2407.11550, kvpress AdaKVPress) over kvpress's SnapKV scores: each head
+              keeps its floor(alpha*t) best entries, the layer's rest goes to its best scores overall
+  alpha=X                       safeguard fraction in [0, 1] (default 0.2)
+  window=W, pool=...            SnapKV scorer (default 64, avg:5)
 )";
 }
 
@@ -383,8 +448,20 @@ bool uses_reference_queries(const MethodSpec& spec) {
 }
 
 bool uses_context_queries(const MethodSpec& spec) {
-  return spec.family == MethodFamily::SnapKv || spec.family == MethodFamily::H2o ||
-         spec.family == MethodFamily::PyramidKv;
+  switch (spec.family) {
+    case MethodFamily::SnapKv:
+    case MethodFamily::H2o:
+    case MethodFamily::PyramidKv:
+    case MethodFamily::Tova:
+    case MethodFamily::Observed:
+    case MethodFamily::Expected:
+    case MethodFamily::AdaKv: return true;
+    default: return false;
+  }
+}
+
+bool is_layer_scoped(const MethodSpec& spec) {
+  return spec.family == MethodFamily::Tova || spec.family == MethodFamily::AdaKv;
 }
 
 int method_budget(const MethodSpec& spec, int t, int T, int layer, int n_layers) {
@@ -414,6 +491,13 @@ CompactedHead compact_head(const MethodSpec& spec, const HeadCompactionInput& in
     case MethodFamily::PyramidKv: return compact_snapkv(in, b, spec.snapkv);
     case MethodFamily::Streaming: return compact_streaming(in, b, spec.sink);
     case MethodFamily::H2o: return compact_h2o(in, b, spec.h2o_recent);
+    case MethodFamily::Knorm: return compact_knorm(in, b);
+    case MethodFamily::Observed: return compact_observed_attention(in, b);
+    case MethodFamily::Expected: return compact_expected_attention(in, b, spec.expected);
+    case MethodFamily::Tova:
+    case MethodFamily::AdaKv:
+      throw Error(fmt::format("{} ranks entries across a layer's KV heads; compact the whole cache",
+                              method_family_name(spec.family)));
   }
   throw Error("compact_head: unknown method family");
 }

@@ -25,7 +25,9 @@
 #include <string_view>
 #include <vector>
 
+#include "compaction/adakv.h"
 #include "compaction/attention_matching.h"
+#include "compaction/expected_attention.h"
 #include "compaction/head_compaction.h"
 #include "compaction/token_eviction.h"
 
@@ -41,6 +43,11 @@ enum class MethodFamily {
   Streaming,  ///< "streaming": StreamingLLM, arXiv 2309.17453
   H2o,        ///< "h2o": arXiv 2306.14048
   PyramidKv,  ///< "pyramidkv": arXiv 2406.02069 (per-layer budgets, SnapKV selection)
+  Knorm,      ///< "knorm": smallest key norms (arXiv 2406.11430, kvpress KnormPress)
+  Tova,       ///< "tova": last query's attention, layer mean (arXiv 2401.06104, kvpress TOVAPress)
+  Observed,   ///< "observed": mean causal attention received (kvpress ObservedAttentionPress)
+  Expected,   ///< "expected": expected attention of future queries (kvpress ExpectedAttentionPress)
+  AdaKv,      ///< "adakv": AdaKV budgets over SnapKV scores (arXiv 2407.11550, kvpress AdaKVPress)
 };
 
 /// Sources of reference queries (implemented by the whole-cache compaction, not here).
@@ -68,6 +75,8 @@ struct MethodSpec {
   int sink = 4;                 ///< streaming: attention-sink keys (>= 0)
   double h2o_recent = 0.5;      ///< h2o: fraction of the budget kept as recent keys, [0, 1]
   double pyramid_beta = 20.0;   ///< pyramidkv: top/bottom budget ratio parameter (>= 1)
+  ExpectedAttentionOptions expected;  ///< expected
+  AdaKvOptions adakv;           ///< adakv: safeguard alpha and the SnapKV scorer (window 64, avg:5)
   QuerySpec queries;            ///< am and attn-nofit: where the reference queries come from
   bool operator==(const MethodSpec&) const = default;
 };
@@ -79,7 +88,8 @@ MethodSpec parse_method_spec(std::string_view text);
 /// Canonical string of a spec (see above).
 std::string to_string(const MethodSpec& spec);
 
-/// "am", "random", "recent", "attn-nofit", "snapkv", "streaming", "h2o" or "pyramidkv".
+/// "am", "random", "recent", "attn-nofit", "snapkv", "streaming", "h2o", "pyramidkv", "knorm",
+/// "tova", "observed", "expected" or "adakv".
 std::string method_family_name(MethodFamily family);
 
 /// Multi-line help: every family with its keys, defaults and valid values (`kvcompact methods`).
@@ -88,7 +98,7 @@ std::string method_help();
 /// Whether the method needs reference queries (HeadCompactionInput::queries): am, attn-nofit.
 bool uses_reference_queries(const MethodSpec& spec);
 /// Whether the method needs the context queries (HeadCompactionInput::context_queries): snapkv,
-/// h2o, pyramidkv (streaming, random and recent need neither).
+/// h2o, pyramidkv, tova, observed, expected, adakv (streaming, random, recent, knorm need neither).
 bool uses_context_queries(const MethodSpec& spec);
 
 /// Entries the method keeps for a head of layer `layer` (0-based, of n_layers) when the uniform
@@ -96,10 +106,15 @@ bool uses_context_queries(const MethodSpec& spec);
 /// (the same total over the layers). Throws Error unless 0 <= t <= T and 0 <= layer < n_layers.
 int method_budget(const MethodSpec& spec, int t, int T, int layer, int n_layers);
 
+/// Whether the method ranks entries across the KV heads of a layer (tova: one layer ranking;
+/// adakv: one layer budget), so compact_cache runs it layer by layer (layer_selection.h) and
+/// compact_head refuses it.
+bool is_layer_scoped(const MethodSpec& spec);
+
 /// The one per-head dispatch: compacts a head with the spec's method to method_budget(spec, t, T,
 /// layer, n_layers) entries. t is the uniform budget (kept_entries(ratio, T)); `seed` is used as
 /// given by `random` (mix layer and head into it). Throws Error on bad input (see each method),
-/// e.g. missing reference / context queries.
+/// e.g. missing reference / context queries, and for layer-scoped methods (is_layer_scoped).
 CompactedHead compact_head(const MethodSpec& spec, const HeadCompactionInput& in, int t, int layer,
                            int n_layers, std::uint64_t seed);
 

@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""kvcompact's compaction methods side by side with NVIDIA's kvpress (the peer, run as installed)
+on the same model, the same token ids, the same keep ratios and the same metric.
+
+  scripts/compare_kvpress.py --model models/SmolLM2-135M-Instruct.Q4_1.gguf \
+      --data ../shared/data/wikitext2/wiki.test.raw --docs 5 --context-tokens 1024 \
+      --continuation-tokens 256 --ratios 0.02,0.05,0.1,0.2,0.5 [--out-json F.json]
+
+1. `kvcompact compact-eval --split wikitext --json` runs kvcompact's methods (AM and its own
+   versions of the presses) and reports, per document, the token ids, the full-cache NLL and each
+   (method, ratio)'s delta NLL and compaction wall time.
+2. transformers loads the same GGUF (float32); for every document each kvpress press compresses
+   the context's cache with its own compress (on what its prefill hook would be handed), keeping exactly the same number
+   t = max(1, floor(r*T)) of entries per head as kvcompact (compression_ratio = 1 - (t + 0.5)/T);
+   the continuation is then scored teacher-forced at its original positions T..N-1 (as kvpress's
+   pipeline places the question). delta = NLL(compressed) - NLL(full), nats/token.
+3. Prints one row per (method, ratio): kvcompact's delta +- SEM, kvpress's delta +- SEM, the
+   paired difference +- its SEM over documents (flagged `*` when |diff| > SEM), and the wall time
+   per context of each side (kvcompact: compaction of the whole cache, plus the reference-query
+   prefill for AM; kvpress: its compress calls over all layers).
+
+A missing peer, a ratio outside [0, 1] or an empty document set: one-line error, exit status 1.
+A method or document that fails stops the run (nothing is dropped silently).
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+# kvpress press -> kvcompact's version of it (a method spec of `kvcompact methods`).
+PAIRS = [
+    ("SnapKV", "snapkv:window=64"),
+    ("StreamingLLM", "streaming"),
+    ("Knorm", "knorm"),
+    ("TOVA", "tova"),
+    ("ExpectedAttention", "expected"),
+    ("ObservedAttention", "observed"),
+    ("AdaKV(SnapKV)", "adakv"),
+]
+KVCOMPACT_ONLY = ["am", "snapkv"]  # Attention Matching (repeat-prefill queries), SnapKV as its authors
+
+
+def fail(msg):
+    print(f"compare_kvpress: error: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def mean_sem(xs):
+    n = len(xs)
+    m = sum(xs) / n
+    if n < 2:
+        return m, 0.0
+    var = sum((x - m) ** 2 for x in xs) / (n - 1)
+    return m, math.sqrt(var / n)
+
+
+def make_press(name, cr, kvpress):
+    if name == "SnapKV":
+        return kvpress.SnapKVPress(compression_ratio=cr)
+    if name == "StreamingLLM":
+        return kvpress.StreamingLLMPress(compression_ratio=cr)
+    if name == "Knorm":
+        return kvpress.KnormPress(compression_ratio=cr)
+    if name == "TOVA":
+        return kvpress.TOVAPress(compression_ratio=cr)
+    if name == "ExpectedAttention":
+        return kvpress.ExpectedAttentionPress(compression_ratio=cr)
+    if name == "ObservedAttention":
+        return kvpress.ObservedAttentionPress(compression_ratio=cr)
+    if name == "AdaKV(SnapKV)":
+        return kvpress.AdaKVPress(kvpress.SnapKVPress(compression_ratio=cr))
+    fail(f"unknown press {name}")
+
+
+def kept_entries(r, T):
+    return 0 if r == 0 else max(1, math.floor(r * T))
+
+
+def continuation_nll(torch, model, cache, first_logits, cont, T):
+    """Mean NLL of cont (list of ids) given a cache of the context; first token from first_logits."""
+    ids = torch.tensor([cont[:-1]], dtype=torch.long)
+    pos = torch.arange(T, T + len(cont) - 1).unsqueeze(0)
+    logits = model(input_ids=ids, past_key_values=cache, position_ids=pos).logits[0].double()
+    logits = torch.cat([first_logits.double().unsqueeze(0), logits], dim=0)
+    lp = torch.log_softmax(logits, dim=-1)
+    tgt = torch.tensor(cont)
+    return float(-lp[torch.arange(len(cont)), tgt].mean())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--docs", type=int, default=5)
+    ap.add_argument("--context-tokens", type=int, default=1024)
+    ap.add_argument("--continuation-tokens", type=int, default=256)
+    ap.add_argument("--ratios", default="0.02,0.05,0.1,0.2,0.5")
+    ap.add_argument("--presses", default=",".join(p for p, _ in PAIRS), help="kvpress presses to run")
+    ap.add_argument("--kvcompact-only", default=",".join(KVCOMPACT_ONLY), help="extra kvcompact specs")
+    ap.add_argument("--kvcompact", default=os.path.join(os.path.dirname(__file__), "..", "build", "kvcompact"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out-json", default="")
+    a = ap.parse_args()
+
+    try:
+        ratios = [float(x) for x in a.ratios.split(",") if x.strip()]
+    except ValueError:
+        fail(f"--ratios: '{a.ratios}' is not a comma-separated list of numbers")
+    if not ratios:
+        fail("--ratios: empty list")
+    for r in ratios:
+        if not (0.0 < r < 1.0):
+            fail(f"--ratios: {r} is outside (0, 1) (kvpress needs a compression ratio in [0, 1))")
+    if a.docs < 1:
+        fail(f"--docs {a.docs}: no documents to evaluate")
+    names = [p for p in a.presses.split(",") if p]
+    known = dict(PAIRS)
+    for p in names:
+        if p not in known:
+            fail(f"--presses: unknown press '{p}' (valid: {', '.join(known)})")
+    if not names:
+        fail("--presses: empty list")
+    try:
+        import torch
+        import kvpress
+        from transformers import AutoModelForCausalLM, DynamicCache
+    except ImportError as e:
+        fail(f"the peer is not installed ({e}); install the pins of scripts/requirements-ref.txt into .venv")
+    if not os.path.exists(a.kvcompact):
+        fail(f"{a.kvcompact}: kvcompact is not built")
+    torch.set_num_threads(a.threads)
+
+    # 1. kvcompact.
+    specs = [known[p] for p in names] + [s for s in a.kvcompact_only.split(",") if s]
+    cmd = [a.kvcompact, "compact-eval", "--model", a.model, "--data", a.data, "--split", "wikitext",
+           "--docs", str(a.docs), "--context-tokens", str(a.context_tokens), "--continuation-tokens",
+           str(a.continuation_tokens), "--ratios", ",".join(map(str, ratios)), "--methods", ",".join(specs),
+           "--threads", str(a.threads), "--json"]
+    t0 = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        fail(f"kvcompact compact-eval failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
+    kvc = json.loads(proc.stdout)
+    kvc_wall = time.time() - t0
+    docs = kvc["per_document"]
+    if len(docs) != a.docs:
+        fail(f"kvcompact evaluated {len(docs)} documents, {a.docs} were asked for")
+    rows = {(r["method"], float(r["ratio"])): r for r in kvc["rows"]}
+    for s in specs:
+        for r in ratios:
+            canon = s if (s, r) in rows else None
+            if canon is None:
+                fail(f"kvcompact's result has no row for {s} at ratio {r}")
+
+    # 2. kvpress on transformers. One eager prefill per document captures, at every layer, what
+    # kvpress's forward hook hands press.compress (the attention input, the layer's keys and values,
+    # the eager attention weights, the forward kwargs); each (press, ratio) then calls kvpress's own
+    # compress on those, exactly as its hook would during a prefill (compression there happens after
+    # the layer's attention, so later layers and the last logits never see it).
+    path = os.path.abspath(a.model)
+    model = AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path),
+                                                 dtype=torch.float32, attn_implementation="eager")
+    model.eval()
+    layers = [layer.self_attn for layer in model.model.layers]
+    for m in layers:
+        m.rotary_emb = model.model.rotary_emb  # as BasePress.__call__ does
+    peer = {}  # (press, ratio) -> {"delta": [...], "seconds": [...]}
+    hf_full, full_secs = [], []
+    t1 = time.time()
+    with torch.no_grad():
+        for di, doc in enumerate(docs):
+            ids, T = doc["tokens"], doc["context_tokens"]
+            ctx, cont = ids[:T], ids[T:]
+            captured = [None] * len(layers)
+
+            def capture(module, args, kwargs, output):
+                cache = kwargs["past_key_values"]
+                k, v = cache.layers[module.layer_idx].keys, cache.layers[module.layer_idx].values
+                captured[module.layer_idx] = (kwargs["hidden_states"], k.clone(), v.clone(), output[1], kwargs)
+                return output
+
+            hooks = [m.register_forward_hook(capture, with_kwargs=True) for m in layers]
+            model.set_attn_implementation("eager")
+            ts = time.time()
+            cache = DynamicCache()
+            first = model(input_ids=torch.tensor([ctx]), past_key_values=cache, logits_to_keep=1).logits[0, -1]
+            full_secs.append(time.time() - ts)
+            for h in hooks:
+                h.remove()
+            model.set_attn_implementation("sdpa")
+            full = continuation_nll(torch, model, cache, first, cont, T)
+            hf_full.append(full)
+            del cache
+            for p in names:
+                for r in ratios:
+                    t = kept_entries(r, T)
+                    cr = 1.0 - (t + 0.5) / T
+                    press = make_press(p, cr, kvpress)
+                    press.post_init_from_model(model)
+                    kv = []
+                    ts = time.time()
+                    for m, (hs, k, v, attn, kw) in zip(layers, captured):
+                        m.masked_key_indices = None
+                        kv.append(press.compress(m, hs, k, v, attn if p == "ObservedAttention" else None, kw))
+                    secs = time.time() - ts
+                    n_entries = sum(k.shape[2] for k, _ in kv)
+                    want = (T if p == "AdaKV(SnapKV)" else t) * len(layers)
+                    if n_entries != want:
+                        fail(f"{p} at ratio {r} kept {n_entries} entries, expected {want}")
+                    if p == "AdaKV(SnapKV)":
+                        masked = sum(len(m.masked_key_indices[2]) for m in layers)
+                        if masked != (T - t) * model.config.num_key_value_heads * len(layers):
+                            fail(f"AdaKV at ratio {r} masked {masked} entries")
+                    cache = DynamicCache(ddp_cache_data=kv)
+                    nll = continuation_nll(torch, model, cache, first, cont, T)
+                    for m in layers:
+                        m.masked_key_indices = None
+                    if not math.isfinite(nll):
+                        fail(f"document {di + 1}: {p} at ratio {r} gave a non-finite NLL")
+                    d = peer.setdefault((p, r), {"delta": [], "seconds": []})
+                    d["delta"].append(nll - full)
+                    d["seconds"].append(secs)
+            print(f"compare_kvpress: document {di + 1}/{len(docs)} done, {time.time() - t1:.0f} s", file=sys.stderr)
+    peer_wall = time.time() - t1
+
+    # 3. Table.
+    full_gap = max(abs(h - d["full_nll"]) for h, d in zip(hf_full, docs))
+    ref_s = kvc["reference_seconds"] / len(docs)
+    load = os.getloadavg()
+    print(f"{len(docs)} documents x {a.context_tokens} context + {a.continuation_tokens} continuation tokens; "
+          f"full-cache NLL kvcompact {sum(d['full_nll'] for d in docs) / len(docs):.4f}, transformers "
+          f"{sum(hf_full) / len(hf_full):.4f} (max gap {full_gap:.2e}) nats/token")
+    print(f"wall: kvcompact {kvc_wall:.0f} s, kvpress {peer_wall:.0f} s; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    print("delta = NLL(compacted) - NLL(full), nats/token, mean +- SEM over documents; diff = kvcompact - kvpress "
+          "(paired), * when |diff| > its SEM\n")
+    hdr = f"{'method':<18} {'ratio':>5}  {'kvcompact spec':<18} {'kvcompact delta':>17}  {'kvpress delta':>17}  {'diff':>17}   {'kvc s/ctx':>9} {'kvp s/ctx':>9}"
+    print(hdr)
+    print("-" * len(hdr))
+    out_rows = []
+    for p in names:
+        s = known[p]
+        for r in ratios:
+            kr = rows[(s, r)]
+            kd, kp = kr["delta_nll_per_document"], peer[(p, r)]["delta"]
+            km, ks = mean_sem(kd)
+            pm, ps = mean_sem(kp)
+            dm, ds = mean_sem([x - y for x, y in zip(kd, kp)])
+            flag = "*" if abs(dm) > ds else " "
+            kvc_s = kr["compaction_seconds"]
+            pe_s = sum(peer[(p, r)]["seconds"]) / len(kp)
+            print(f"{p:<18} {r:>5}  {s:<18} {km:>+8.4f} +- {ks:.4f}  {pm:>+8.4f} +- {ps:.4f}  {dm:>+8.4f} +- {ds:.4f} {flag} {kvc_s:>9.3f} {pe_s:>9.3f}")
+            out_rows.append({"press": p, "spec": s, "ratio": r, "kvcompact_delta": kd, "kvpress_delta": kp,
+                             "kvcompact_mean": km, "kvcompact_sem": ks, "kvpress_mean": pm, "kvpress_sem": ps,
+                             "diff_mean": dm, "diff_sem": ds, "kvcompact_seconds": kvc_s, "kvpress_seconds": pe_s})
+    for s in [x for x in a.kvcompact_only.split(",") if x]:
+        for r in ratios:
+            kr = rows[(s, r)]
+            km, ks = mean_sem(kr["delta_nll_per_document"])
+            extra = kr["compaction_seconds"] + (ref_s if s.startswith("am") else 0.0)
+            print(f"{'(kvcompact only)':<18} {r:>5}  {s:<18} {km:>+8.4f} +- {ks:.4f}  {'':>17}  {'':>17}   {extra:>9.3f}")
+            out_rows.append({"press": None, "spec": s, "ratio": r, "kvcompact_delta": kr["delta_nll_per_document"],
+                             "kvcompact_mean": km, "kvcompact_sem": ks, "kvcompact_seconds": extra})
+    if a.out_json:
+        with open(a.out_json, "w") as f:
+            json.dump({"documents": len(docs), "context_tokens": a.context_tokens,
+                       "continuation_tokens": a.continuation_tokens, "full_nll_kvcompact": [d["full_nll"] for d in docs],
+                       "full_nll_transformers": hf_full, "reference_seconds_per_doc": ref_s,
+                       "load_average": load, "kvcompact_wall_s": kvc_wall, "kvpress_wall_s": peer_wall,
+                       "rows": out_rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
