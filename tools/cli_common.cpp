@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "io/error.h"
+#include "ops/matmul.h"
 
 namespace kvcompact::cli {
 
@@ -18,6 +19,14 @@ void add_common_options(CLI::App* cmd, CommonOptions& common) {
   cmd->add_option("--threads", common.threads, "worker threads (OpenMP and OpenBLAS); 0 = all cores")
       ->check(non_negative_number());
   cmd->add_flag("--json", common.json, "print one JSON object on stdout");
+  cmd->add_flag("--fast-quant", common.fast_quant,
+                "decode with int8-quantised activations against Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K weights, as llama.cpp "
+                "does (faster, not exact; default: exact float32)");
+}
+
+void apply_common_options(const CommonOptions& common) {
+  apply_threads(common.threads);
+  if (common.fast_quant) set_matmul_mode(MatmulMode::FastQuant);
 }
 
 void apply_threads(int threads) {

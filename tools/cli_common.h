@@ -13,16 +13,22 @@ namespace kvcompact::cli {
 struct CommonOptions {
   int threads = 0;    ///< 0 = OpenMP default
   bool json = false;  ///< print one JSON object on stdout instead of text
+  /// --fast-quant: int8 activations against ggml-quantised weights in decoding (MatmulMode::FastQuant;
+  /// llama.cpp's arithmetic, not exact).
+  bool fast_quant = false;
 };
 
 /// A subcommand's body, run after parsing; returns the process exit status.
 using Runner = std::function<int()>;
 
-/// Adds --threads and --json to a subcommand.
+/// Adds --threads, --json and --fast-quant to a subcommand.
 void add_common_options(CLI::App* cmd, CommonOptions& common);
 
 /// Sets the OpenMP and OpenBLAS thread counts (threads > 0).
 void apply_threads(int threads);
+
+/// Applies the options that act process-wide: threads and --fast-quant.
+void apply_common_options(const CommonOptions& common);
 
 /// Prints a JSON object (pretty, with a trailing newline) on stdout.
 void print_json(const nlohmann::json& j);

@@ -10,6 +10,8 @@
 #include "io/error.h"
 #include "model/model.h"
 #include "model/transformer.h"
+#include "ops/isa.h"
+#include "ops/matmul.h"
 
 namespace kvcompact::cli {
 
@@ -65,6 +67,7 @@ Runner register_speed(CLI::App& app, CommonOptions& common) {
     const double pp_m = median(pp), tg_m = median(tg);
     if (common.json) {
       print_json({{"model", model.path}, {"prompt_tokens", o->prompt_tokens}, {"gen_tokens", o->gen_tokens},
+                  {"isa", isa_name(kernel_isa())}, {"fast_quant", matmul_mode() == MatmulMode::FastQuant},
                   {"runs", o->runs}, {"pp_tokens_per_s", pp_m}, {"tg_tokens_per_s", tg_m},
                   {"pp_runs", pp}, {"tg_runs", tg}});
     } else {

@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
-    apply_threads(common.threads);
+    apply_common_options(common);
     for (auto& [cmd, run] : commands)
       if (cmd->parsed()) return run();
   } catch (const kvcompact::Error& e) {

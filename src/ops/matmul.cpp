@@ -2,13 +2,19 @@
 
 #include <cblas.h>
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstddef>
 #include <vector>
 
 #include "io/error.h"
 #include "ops/dequant.h"
+#include "ops/isa.h"
+#include "ops/quant_dot.h"
+#include "ops/typed_dot.h"
 
 namespace kvcompact {
 
@@ -20,8 +26,21 @@ void matmul_wt(const float* X, const float* W, float* Y, int n, int in, int out)
 }
 
 namespace {
+std::atomic<int>& mode_flag() {
+  static std::atomic<int> flag{[] {
+    const char* e = std::getenv("KVC_FAST_QUANT");
+    return (e != nullptr && e[0] == '1') ? static_cast<int>(MatmulMode::FastQuant) : static_cast<int>(MatmulMode::Exact);
+  }()};
+  return flag;
+}
+}  // namespace
+
+MatmulMode matmul_mode() { return static_cast<MatmulMode>(mode_flag().load(std::memory_order_relaxed)); }
+void set_matmul_mode(MatmulMode mode) { mode_flag().store(static_cast<int>(mode), std::memory_order_relaxed); }
+
+namespace {
 /// Up to this many rows of X, the typed matmul decodes and dots row by row instead of sgemm.
-constexpr int kFusedMaxTokens = 4;
+constexpr int kFusedMaxTokens = kTypedDotMaxRows;
 
 void check_shape(const WeightMatrix& W, int in, int out) {
   const bool ok = W.is_view() ? (W.rows() == out && W.cols() == in)
@@ -35,26 +54,30 @@ void check_shape(const WeightMatrix& W, int in, int out) {
 void matmul_wt(const float* X, const WeightMatrix& W, float* Y, int n, int in, int out) {
   check_shape(W, in, out);
   if (n <= 0 || out <= 0) return;
-  if (W.type() == WeightType::F32) return matmul_wt(X, W.data(), Y, n, in, out);
+  if (W.type() == WeightType::F32 && n > kFusedMaxTokens) return matmul_wt(X, W.data(), Y, n, in, out);
   const std::size_t row_bytes = weight_row_bytes(W.type(), in);
   const std::uint8_t* base = W.bytes();
   if (n <= kFusedMaxTokens) {
-    // Few rows of X (token-by-token decoding): each weight row is decoded into a per-thread buffer
-    // that stays in cache and dotted with the n rows of X; no scratch matrix, no sgemm.
-#pragma omp parallel if (static_cast<long>(out) * in >= (1L << 15))
+    // Few rows of X (token-by-token decoding): W is streamed once, split over the threads in
+    // contiguous chunks of rows; each chunk goes through a fused decode-and-dot kernel.
+    const Isa isa = kernel_isa();
+    const bool quant = matmul_mode() == MatmulMode::FastQuant && quant_dot_supported(W.type());
+    thread_local QuantizedRows xq;
+    if (quant) quantize_rows(W.type(), X, n, in, xq);
+    const QuantizedRows& xs = xq;  // bound here: inside the region xq would name each thread's own
+    const bool parallel = static_cast<long>(out) * in >= (1L << 15);
+#pragma omp parallel if (parallel)
     {
-      std::vector<float> row(static_cast<std::size_t>(in));
-#pragma omp for schedule(static)
-      for (int o = 0; o < out; ++o) {
-        dequantize_row(W.type(), base + static_cast<std::size_t>(o) * row_bytes, row.data(), in);
-        const float* w = row.data();
-        for (int i = 0; i < n; ++i) {
-          const float* x = X + static_cast<std::size_t>(i) * in;
-          float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-          for (int k = 0; k < in; ++k) acc += x[k] * w[k];
-          Y[static_cast<std::size_t>(i) * out + o] = acc;
-        }
+      const int nt = omp_get_num_threads();
+      // A few chunks per thread, so that a thread slowed by other load does not hold the rest up.
+      const int chunk = std::max(16, (out + 4 * nt - 1) / (4 * nt));
+#pragma omp for schedule(dynamic, 1)
+      for (int c = 0; c < (out + chunk - 1) / chunk; ++c) {
+        const int r0 = c * chunk, r1 = std::min(out, r0 + chunk);
+        if (quant)
+          quant_rows_dot(W.type(), base, row_bytes, r0, r1, xs, Y, out, isa);
+        else
+          typed_rows_dot(W.type(), base, row_bytes, r0, r1, X, n, in, Y, out, isa);
       }
     }
     return;

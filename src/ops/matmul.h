@@ -11,12 +11,29 @@ namespace kvcompact {
 /// must not alias X or W). n == 0 is a no-op. Reference twin: matmul_wt_ref (ops/reference.h).
 void matmul_wt(const float* X, const float* W, float* Y, int n, int in, int out);
 
+/// How the typed matmul treats activations for ggml-quantised weights.
+///   Exact: float32 activations against the exactly decoded weights (the default; logits equal a
+///     float32 evaluation of the dequantised model up to the order of float32 additions).
+///   FastQuant: for n <= 4 rows and Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q4_K weights, activations are
+///     quantised to int8 blocks and multiplied with integer dot products as llama.cpp does
+///     (ops/quant_dot.h); other types and n > 4 stay exact.
+enum class MatmulMode { Exact, FastQuant };
+
+/// The process-wide mode: Exact, or FastQuant when the environment variable KVC_FAST_QUANT=1 is
+/// set at start-up or after set_matmul_mode(FastQuant) (the CLI's --fast-quant).
+MatmulMode matmul_mode();
+/// Sets the process-wide mode (not while a forward runs on another thread).
+void set_matmul_mode(MatmulMode mode);
+
 /// Y = X W^T for a typed weight matrix W [out, in] (WeightMatrix; an owned float32 matrix has
-/// out*in values). F32: cblas_sgemm directly. Other types (F16, BF16, ggml blocks), n > 4: blocks
-/// of W's rows are decoded to float32 into a thread-local scratch buffer (about 4 MiB, rows decoded
-/// in parallel) and each block multiplied with sgemm, so W stays in its storage type; n <= 4
-/// (token-by-token decoding): each row of W is decoded into a small per-thread buffer and dotted
-/// with the rows of X (float accumulation, rows in parallel). X: [n, in], Y: [n, out].
+/// out*in values). X: [n, in], Y: [n, out].
+/// n <= 4 (token-by-token decoding): the rows of W are split over the OpenMP threads and each is
+/// streamed once through a fused decode-and-dot kernel against the n rows of X (ops/typed_dot.h,
+/// AVX-512 where kernel_isa() allows, else decode to a per-thread buffer and dot); float32
+/// accumulation. With MatmulMode::FastQuant and a supported type: int8 dots (ops/quant_dot.h).
+/// n > 4: F32 through cblas_sgemm directly; other types (F16, BF16, ggml blocks) in blocks of W's
+/// rows decoded to float32 into a thread-local scratch buffer (about 4 MiB, rows decoded in
+/// parallel), each block multiplied with sgemm, so W stays in its storage type.
 /// Throws Error when W's shape (or size) is not [out, in]. Reference twin: matmul_wt_typed_ref.
 void matmul_wt(const float* X, const WeightMatrix& W, float* Y, int n, int in, int out);
 

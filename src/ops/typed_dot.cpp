@@ -1,0 +1,390 @@
+#include "ops/typed_dot.h"
+
+#include <cstring>
+#include <vector>
+
+#include "ops/dequant.h"
+#include "ops/half.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#define KVC_TYPED_DOT_AVX512 1
+// GCC 12 reports its own _mm512_undefined_* placeholders (self-initialised) as maybe-uninitialised.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace kvcompact {
+
+namespace {
+
+inline std::uint16_t ld16(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+inline std::uint32_t ld32(const std::uint8_t* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+/// Decode each row into a per-thread buffer, then float32 dot (the Scalar / Avx2 path).
+void rows_dot_decoded(WeightType t, const std::uint8_t* base, std::size_t rb, int r0, int r1,
+                      const float* X, int n, int in, float* Y, int ldy) {
+  thread_local std::vector<float> row;
+  if (row.size() < static_cast<std::size_t>(in)) row.resize(static_cast<std::size_t>(in));
+  float* w = row.data();
+  for (int o = r0; o < r1; ++o) {
+    dequantize_row(t, base + static_cast<std::size_t>(o) * rb, w, in);
+    for (int i = 0; i < n; ++i) {
+      const float* x = X + static_cast<std::size_t>(i) * in;
+      float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+      for (int k = 0; k < in; ++k) acc += x[k] * w[k];
+      Y[static_cast<std::size_t>(i) * ldy + o] = acc;
+    }
+  }
+}
+
+#if defined(KVC_TYPED_DOT_AVX512)
+
+// ---- AVX-512 decoders. Each decodes one stored block (QK elements, BYTES bytes) and hands its
+// elements to emit(offset, w0, w1) 32 at a time (w0: elements offset .. +15, w1: +16 .. +31).
+// Values are computed with the same float32 operations as ops/dequant.cpp (all products there
+// are exact in float32, so table look-ups, FMA or not, give identical values). ----
+
+inline __m512 iota16() { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+inline __m512 f16x(const std::uint8_t* p) { return _mm512_set1_ps(f16_to_f32(ld16(p))); }
+inline __m128i lo_nibbles(__m128i v) { return _mm_and_si128(v, _mm_set1_epi8(0x0F)); }
+inline __m128i hi_nibbles(__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F)); }
+inline __m128i load128(const std::uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline __m256i load256(const std::uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+struct DecF32 {
+  static constexpr int QK = 32;
+  static constexpr int BYTES = 128;
+  static constexpr bool kDense = true;
+  static float element(const std::uint8_t* row, int k) {
+    float v;
+    std::memcpy(&v, row + 4 * static_cast<std::size_t>(k), 4);
+    return v;
+  }
+  template <class E> static void block(const std::uint8_t* p, E&& emit) {
+    emit(0, _mm512_loadu_ps(p), _mm512_loadu_ps(p + 64));
+  }
+};
+
+struct DecF16 {
+  static constexpr int QK = 32;
+  static constexpr int BYTES = 64;
+  static constexpr bool kDense = true;
+  static float element(const std::uint8_t* row, int k) { return f16_to_f32(ld16(row + 2 * static_cast<std::size_t>(k))); }
+  template <class E> static void block(const std::uint8_t* p, E&& emit) {
+    emit(0, _mm512_cvtph_ps(load256(p)), _mm512_cvtph_ps(load256(p + 32)));
+  }
+};
+
+struct DecBF16 {
+  static constexpr int QK = 32;
+  static constexpr int BYTES = 64;
+  static constexpr bool kDense = true;
+  static float element(const std::uint8_t* row, int k) { return bf16_to_f32(ld16(row + 2 * static_cast<std::size_t>(k))); }
+  static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+  template <class E> static void block(const std::uint8_t* p, E&& emit) {
+    emit(0, widen(load256(p)), widen(load256(p + 32)));
+  }
+};
+
+template <int kOff>  // byte offset of qs in the block (Q8_0: 2, Q8_1: 4)
+struct DecQ8 {
+  static constexpr int QK = 32;
+  static constexpr int BYTES = kOff + 32;
+  static constexpr bool kDense = false;
+  template <class E> static void block(const std::uint8_t* p, E&& emit) {
+    const __m512 d = f16x(p);
+    const __m512 a = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(p + kOff)));
+    const __m512 b = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(p + kOff + 16)));
+    emit(0, _mm512_mul_ps(a, d), _mm512_mul_ps(b, d));
+  }
+};
+
+// Q4_0 / Q4_1: the 16 possible values of a block as a table, looked up by nibble.
+template <bool kMin>
+struct DecQ4 {
+  static constexpr int QK = 32;
+  static constexpr int BYTES = kMin ? 20 : 18;
+  static constexpr bool kDense = false;
+  template <class E> static void block(const std::uint8_t* p, E&& emit) {
+    const __m512 d = f16x(p);
+    const __m512 table = kMin ? _mm512_fmadd_ps(iota16(), d, f16x(p + 2))
+                              : _mm512_mul_ps(_mm512_sub_ps(iota16(), _mm512_set1_ps(8.0f)), d);
+    const __m128i raw = load128(p + (kMin ? 4 : 2));
+    emit(0, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(lo_nibbles(raw)), table),
+         _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(hi_nibbles(raw)), table));
+  }
+};
+
+// Q5_0 / Q5_1: 32 possible values in two tables, 5-bit index = nibble | high bit << 4.
+template <bool kMin>
+struct DecQ5 {
+  static constexpr int QK = 32;
+  static constexpr int BYTES = kMin ? 24 : 22;
+  static constexpr bool kDense = false;
+  template <class E> static void block(const std::uint8_t* p, E&& emit) {
+    const __m512 d = f16x(p);
+    const __m512 lo = kMin ? iota16() : _mm512_sub_ps(iota16(), _mm512_set1_ps(16.0f));
+    const __m512 hi = kMin ? _mm512_add_ps(iota16(), _mm512_set1_ps(16.0f)) : iota16();
+    const __m512 t0 = kMin ? _mm512_fmadd_ps(lo, d, f16x(p + 2)) : _mm512_mul_ps(lo, d);
+    const __m512 t1 = kMin ? _mm512_fmadd_ps(hi, d, f16x(p + 2)) : _mm512_mul_ps(hi, d);
+    const std::uint32_t qh = ld32(p + (kMin ? 4 : 2));
+    const __m128i raw = load128(p + (kMin ? 8 : 6));
+    const __m512i sixteen = _mm512_set1_epi32(16);
+    __m512i i0 = _mm512_cvtepu8_epi32(lo_nibbles(raw)), i1 = _mm512_cvtepu8_epi32(hi_nibbles(raw));
+    i0 = _mm512_mask_or_epi32(i0, static_cast<__mmask16>(qh & 0xFFFF), i0, sixteen);
+    i1 = _mm512_mask_or_epi32(i1, static_cast<__mmask16>(qh >> 16), i1, sixteen);
+    emit(0, _mm512_permutex2var_ps(t0, i0, t1), _mm512_permutex2var_ps(t0, i1, t1));
+  }
+};
+
+inline void scale_min_k4(int j, const std::uint8_t* q, int& sc, int& mn) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    mn = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Q4_K / Q5_K: 8 groups of 32 with their own scale and min; per group a table d1 * q - m1.
+template <bool kQ5>
+struct DecQ45K {
+  static constexpr int QK = 256;
+  static constexpr int BYTES = kQ5 ? 176 : 144;
+  static constexpr bool kDense = false;
+  template <class E> static void block(const std::uint8_t* p, E&& emit) {
+    const float d = f16_to_f32(ld16(p)), dmin = f16_to_f32(ld16(p + 2));
+    const std::uint8_t* scales = p + 4;
+    const std::uint8_t* qs = p + (kQ5 ? 48 : 16);
+    [[maybe_unused]] const __m256i qh = kQ5 ? load256(p + 16) : _mm256_setzero_si256();
+    const __m512 iota = iota16();
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      int sc, mn;
+      scale_min_k4(g, scales, sc, mn);
+      const __m512 d1 = _mm512_set1_ps(d * static_cast<float>(sc)), m1 = _mm512_set1_ps(dmin * static_cast<float>(mn));
+      const __m256i raw = load256(qs + 32 * (g / 2));
+      const __m256i nib = (g % 2) ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), _mm256_set1_epi8(0x0F))
+                                  : _mm256_and_si256(raw, _mm256_set1_epi8(0x0F));
+      __m512i i0 = _mm512_cvtepu8_epi32(_mm256_castsi256_si128(nib));
+      __m512i i1 = _mm512_cvtepu8_epi32(_mm256_extracti128_si256(nib, 1));
+      const __m512 t0 = _mm512_fmsub_ps(iota, d1, m1);
+      if constexpr (kQ5) {
+        const __m512 t1 = _mm512_fmsub_ps(_mm512_add_ps(iota, _mm512_set1_ps(16.0f)), d1, m1);
+        const __mmask32 hb = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << g)));
+        const __m512i sixteen = _mm512_set1_epi32(16);
+        i0 = _mm512_mask_or_epi32(i0, static_cast<__mmask16>(hb & 0xFFFF), i0, sixteen);
+        i1 = _mm512_mask_or_epi32(i1, static_cast<__mmask16>(hb >> 16), i1, sixteen);
+        emit(32 * g, _mm512_permutex2var_ps(t0, i0, t1), _mm512_permutex2var_ps(t0, i1, t1));
+      } else {
+        emit(32 * g, _mm512_permutexvar_ps(i0, t0), _mm512_permutexvar_ps(i1, t0));
+      }
+    }
+  }
+};
+
+struct DecQ6K {
+  static constexpr int QK = 256;
+  static constexpr int BYTES = 210;
+  static constexpr bool kDense = false;
+  template <class E> static void block(const std::uint8_t* p, E&& emit) {
+    const float d = f16_to_f32(ld16(p + 208));
+    const std::int8_t* sc = reinterpret_cast<const std::int8_t*>(p + 192);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    const __m512i off = _mm512_set1_epi32(32);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qa = load256(p + 64 * h), qb = load256(p + 64 * h + 32), qh = load256(p + 128 + 32 * h);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m256i lb = (k % 2) ? qb : qa;
+        const __m256i low = k < 2 ? _mm256_and_si256(lb, m4) : _mm256_and_si256(_mm256_srli_epi16(lb, 4), m4);
+        const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2);
+        const __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+        const __m512 a = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q)), off));
+        const __m512 b = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q, 1)), off));
+        const int s = 8 * h + 2 * k;
+        emit(128 * h + 32 * k, _mm512_mul_ps(a, _mm512_set1_ps(d * static_cast<float>(sc[s]))),
+             _mm512_mul_ps(b, _mm512_set1_ps(d * static_cast<float>(sc[s + 1]))));
+      }
+    }
+  }
+};
+
+struct DecQ2K {
+  static constexpr int QK = 256;
+  static constexpr int BYTES = 84;
+  static constexpr bool kDense = false;
+  template <class E> static void block(const std::uint8_t* p, E&& emit) {
+    const std::uint8_t* scales = p;
+    const float d = f16_to_f32(ld16(p + 80)), dmin = f16_to_f32(ld16(p + 82));
+    const __m256i m2 = _mm256_set1_epi8(3);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i raw = load256(p + 16 + 32 * h);
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        const int g = 4 * h + s;
+        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * s), m2);
+        const __m512 a = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q)));
+        const __m512 b = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q, 1)));
+        const std::uint8_t s0 = scales[2 * g], s1 = scales[2 * g + 1];
+        emit(32 * g,
+             _mm512_fmsub_ps(_mm512_set1_ps(d * static_cast<float>(s0 & 0xF)), a, _mm512_set1_ps(dmin * static_cast<float>(s0 >> 4))),
+             _mm512_fmsub_ps(_mm512_set1_ps(d * static_cast<float>(s1 & 0xF)), b, _mm512_set1_ps(dmin * static_cast<float>(s1 >> 4))));
+      }
+    }
+  }
+};
+
+struct DecQ3K {
+  static constexpr int QK = 256;
+  static constexpr int BYTES = 110;
+  static constexpr bool kDense = false;
+  template <class E> static void block(const std::uint8_t* p, E&& emit) {
+    const float d_all = f16_to_f32(ld16(p + 108));
+    std::uint32_t aux[4];
+    std::memcpy(aux, p + 96, 12);
+    const std::uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f, tmp = aux[2];
+    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+    std::int8_t scales[16];
+    std::memcpy(scales, aux, 16);
+    const __m256i hm = load256(p), m2 = _mm256_set1_epi8(3);
+    const __m512i four = _mm512_set1_epi32(4);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i raw = load256(p + 32 + 32 * h);
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        const int g = 4 * h + s;
+        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * s), m2);
+        const __mmask32 hb = _mm256_test_epi8_mask(hm, _mm256_set1_epi8(static_cast<char>(1 << g)));
+        __m512i a = _mm512_cvtepu8_epi32(_mm256_castsi256_si128(q));
+        __m512i b = _mm512_cvtepu8_epi32(_mm256_extracti128_si256(q, 1));
+        a = _mm512_mask_sub_epi32(a, static_cast<__mmask16>(~hb & 0xFFFF), a, four);
+        b = _mm512_mask_sub_epi32(b, static_cast<__mmask16>((~hb) >> 16), b, four);
+        emit(32 * g, _mm512_mul_ps(_mm512_set1_ps(d_all * static_cast<float>(scales[2 * g] - 32)), _mm512_cvtepi32_ps(a)),
+             _mm512_mul_ps(_mm512_set1_ps(d_all * static_cast<float>(scales[2 * g + 1] - 32)), _mm512_cvtepi32_ps(b)));
+      }
+    }
+  }
+};
+
+/// Rows [r0, r1) of W against N activation rows. Blocks are taken in pairs so that every row has
+/// four independent FMA chains.
+template <class D, int N>
+void rows_avx512(const std::uint8_t* base, std::size_t rb, int r0, int r1, const float* X, int in, float* Y, int ldy) {
+  const int nb = in / D::QK;
+  for (int o = r0; o < r1; ++o) {
+    const std::uint8_t* row = base + static_cast<std::size_t>(o) * rb;
+    __m512 acc[N][4];
+    for (int i = 0; i < N; ++i)
+      for (int s = 0; s < 4; ++s) acc[i][s] = _mm512_setzero_ps();
+    int b = 0;
+    for (; b + 1 < nb; b += 2) {
+      const int x0 = b * D::QK, x1 = x0 + D::QK;
+      D::block(row + static_cast<std::size_t>(b) * D::BYTES, [&](int off, __m512 w0, __m512 w1) {
+        for (int i = 0; i < N; ++i) {
+          const float* x = X + static_cast<std::size_t>(i) * in + x0 + off;
+          acc[i][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), acc[i][0]);
+          acc[i][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), acc[i][1]);
+        }
+      });
+      D::block(row + static_cast<std::size_t>(b + 1) * D::BYTES, [&](int off, __m512 w0, __m512 w1) {
+        for (int i = 0; i < N; ++i) {
+          const float* x = X + static_cast<std::size_t>(i) * in + x1 + off;
+          acc[i][2] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), acc[i][2]);
+          acc[i][3] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), acc[i][3]);
+        }
+      });
+    }
+    if (b < nb) {
+      const int x0 = b * D::QK;
+      D::block(row + static_cast<std::size_t>(b) * D::BYTES, [&](int off, __m512 w0, __m512 w1) {
+        for (int i = 0; i < N; ++i) {
+          const float* x = X + static_cast<std::size_t>(i) * in + x0 + off;
+          acc[i][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), acc[i][0]);
+          acc[i][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), acc[i][1]);
+        }
+      });
+    }
+    for (int i = 0; i < N; ++i) {
+      float sum = _mm512_reduce_add_ps(
+          _mm512_add_ps(_mm512_add_ps(acc[i][0], acc[i][1]), _mm512_add_ps(acc[i][2], acc[i][3])));
+      if constexpr (D::kDense) {  // columns past the last whole group of 32
+        const float* x = X + static_cast<std::size_t>(i) * in;
+        for (int k = nb * D::QK; k < in; ++k) sum += D::element(row, k) * x[k];
+      }
+      Y[static_cast<std::size_t>(i) * ldy + o] = sum;
+    }
+  }
+}
+
+template <class D>
+void rows_avx512_n(const std::uint8_t* base, std::size_t rb, int r0, int r1, const float* X, int n, int in, float* Y, int ldy) {
+  switch (n) {
+    case 1: return rows_avx512<D, 1>(base, rb, r0, r1, X, in, Y, ldy);
+    case 2: return rows_avx512<D, 2>(base, rb, r0, r1, X, in, Y, ldy);
+    case 3: return rows_avx512<D, 3>(base, rb, r0, r1, X, in, Y, ldy);
+    default: return rows_avx512<D, 4>(base, rb, r0, r1, X, in, Y, ldy);
+  }
+}
+
+#endif  // KVC_TYPED_DOT_AVX512
+
+}  // namespace
+
+void typed_rows_dot(WeightType t, const std::uint8_t* base, std::size_t rb, int r0, int r1,
+                    const float* X, int n, int in, float* Y, int ldy, Isa isa) {
+  if (r1 <= r0 || n <= 0) return;
+#if defined(KVC_TYPED_DOT_AVX512)
+  if (isa == Isa::Avx512) {
+    switch (t) {
+      case WeightType::F32: return rows_avx512_n<DecF32>(base, rb, r0, r1, X, n, in, Y, ldy);
+      case WeightType::F16: return rows_avx512_n<DecF16>(base, rb, r0, r1, X, n, in, Y, ldy);
+      case WeightType::BF16: return rows_avx512_n<DecBF16>(base, rb, r0, r1, X, n, in, Y, ldy);
+      case WeightType::Q8_0: return rows_avx512_n<DecQ8<2>>(base, rb, r0, r1, X, n, in, Y, ldy);
+      case WeightType::Q8_1: return rows_avx512_n<DecQ8<4>>(base, rb, r0, r1, X, n, in, Y, ldy);
+      case WeightType::Q4_0: return rows_avx512_n<DecQ4<false>>(base, rb, r0, r1, X, n, in, Y, ldy);
+      case WeightType::Q4_1: return rows_avx512_n<DecQ4<true>>(base, rb, r0, r1, X, n, in, Y, ldy);
+      case WeightType::Q5_0: return rows_avx512_n<DecQ5<false>>(base, rb, r0, r1, X, n, in, Y, ldy);
+      case WeightType::Q5_1: return rows_avx512_n<DecQ5<true>>(base, rb, r0, r1, X, n, in, Y, ldy);
+      case WeightType::Q2_K: return rows_avx512_n<DecQ2K>(base, rb, r0, r1, X, n, in, Y, ldy);
+      case WeightType::Q3_K: return rows_avx512_n<DecQ3K>(base, rb, r0, r1, X, n, in, Y, ldy);
+      case WeightType::Q4_K: return rows_avx512_n<DecQ45K<false>>(base, rb, r0, r1, X, n, in, Y, ldy);
+      case WeightType::Q5_K: return rows_avx512_n<DecQ45K<true>>(base, rb, r0, r1, X, n, in, Y, ldy);
+      case WeightType::Q6_K: return rows_avx512_n<DecQ6K>(base, rb, r0, r1, X, n, in, Y, ldy);
+    }
+  }
+#endif
+  (void)isa;
+  if (t == WeightType::F32) {  // no decode needed: dot the stored row directly
+    for (int o = r0; o < r1; ++o) {
+      const float* w = reinterpret_cast<const float*>(base + static_cast<std::size_t>(o) * rb);
+      for (int i = 0; i < n; ++i) {
+        const float* x = X + static_cast<std::size_t>(i) * in;
+        float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+        for (int k = 0; k < in; ++k) acc += x[k] * w[k];
+        Y[static_cast<std::size_t>(i) * ldy + o] = acc;
+      }
+    }
+    return;
+  }
+  rows_dot_decoded(t, base, rb, r0, r1, X, n, in, Y, ldy);
+}
+
+}  // namespace kvcompact

@@ -1,0 +1,215 @@
+// The decode kernels of the typed matmul at every instruction-set level this machine has
+// (KVC_ISA's levels, forced with set_kernel_isa): the fused decode-and-dot kernels against the
+// plain reference matmul_wt_typed_ref (double accumulation, element-wise decoding written from the
+// ggml format definitions), and the int8-activation kernels (MatmulMode::FastQuant) against their
+// scalar twin (the same integer sums) and against the float reference within the error the 8-bit
+// rounding of the activations allows.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/weight_matrix.h"
+#include "ops/dequant.h"
+#include "ops/half.h"
+#include "ops/isa.h"
+#include "ops/matmul.h"
+#include "ops/quant_dot.h"
+#include "random_blocks.h"
+
+namespace kvcompact {
+namespace {
+
+const std::vector<WeightType> kAllTypes = {
+    WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0, WeightType::Q4_0,
+    WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1, WeightType::Q8_1, WeightType::Q2_K,
+    WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
+
+/// Restores the kernel level and matmul mode a test changed.
+struct KernelState {
+  Isa isa = kernel_isa();
+  MatmulMode mode = matmul_mode();
+  ~KernelState() {
+    set_kernel_isa(isa);
+    set_matmul_mode(mode);
+  }
+};
+
+std::vector<Isa> levels() {
+  std::vector<Isa> v;
+  for (int i = 0; i <= static_cast<int>(best_isa()); ++i) v.push_back(static_cast<Isa>(i));
+  return v;
+}
+
+std::vector<std::uint8_t> weights(WeightType t, int rows, int cols, std::mt19937& rng) {
+  if (t != WeightType::F32) return random_blocks(t, rows, cols, rng);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<std::uint8_t> b(static_cast<std::size_t>(rows) * cols * 4);
+  for (std::size_t i = 0; i < b.size(); i += 4) {
+    const float v = u(rng);
+    std::memcpy(&b[i], &v, 4);
+  }
+  return b;
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
+  return m;
+}
+
+TEST(FastKernels, IsaLevelsClampToTheBest) {
+  KernelState keep;
+  EXPECT_STREQ(isa_name(Isa::Scalar), "scalar");
+  EXPECT_STREQ(isa_name(Isa::Avx2), "avx2");
+  EXPECT_STREQ(isa_name(Isa::Avx512), "avx512");
+  EXPECT_EQ(set_kernel_isa(Isa::Scalar), Isa::Scalar);
+  EXPECT_EQ(kernel_isa(), Isa::Scalar);
+  EXPECT_EQ(set_kernel_isa(Isa::Avx512), best_isa());
+  EXPECT_EQ(kernel_isa(), best_isa());
+}
+
+TEST(FastKernels, DecodeDotMatchesReferenceAtEveryLevel) {
+  KernelState keep;
+  set_matmul_mode(MatmulMode::Exact);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int out = 37;
+  std::vector<float> X(static_cast<std::size_t>(4) * 1024);
+  for (auto& x : X) x = u(rng);
+  for (WeightType t : kAllTypes) {
+    const bool dense = t == WeightType::F32 || t == WeightType::F16 || t == WeightType::BF16;
+    // Dense types: a width with a tail past the last group of 32, too.
+    for (int in : dense ? std::vector<int>{1024, 100} : std::vector<int>{1024}) {
+      const std::vector<std::uint8_t> bytes = weights(t, out, in, rng);
+      const WeightMatrix W = WeightMatrix::view(t, bytes.data(), out, in);
+      for (int n = 1; n <= 4; ++n) {
+        std::vector<float> R(static_cast<std::size_t>(n) * out);
+        matmul_wt_typed_ref(X.data(), W, R.data(), n, in, out);
+        const double scale = max_abs(R);
+        for (Isa isa : levels()) {
+          SCOPED_TRACE(std::string(weight_type_name(t)) + " in " + std::to_string(in) + " n " + std::to_string(n) +
+                       " " + isa_name(isa));
+          set_kernel_isa(isa);
+          std::vector<float> Y(R.size());
+          matmul_wt(X.data(), W, Y.data(), n, in, out);
+          double diff = 0;
+          for (std::size_t i = 0; i < Y.size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(Y[i] - R[i])));
+          EXPECT_GT(scale, 0.1);
+          EXPECT_LT(diff, 2e-5 * scale) << "max abs diff " << diff << " of values up to " << scale;
+        }
+      }
+    }
+  }
+}
+
+/// Bound on |int8-activation dot - exact dot| for row o: per activation block, every element is
+/// off by at most half a quantisation step (amax / 254), plus the f16 rounding of the block scale
+/// (relative 2^-11 of values up to amax; Q8_K keeps a float32 scale), times sum |w| over the block.
+double quant_bound(const float* x, const WeightMatrix& W, int o, int in, int block) {
+  std::vector<float> w(static_cast<std::size_t>(in));
+  weight_row_f32(W, o, in, w.data());
+  double bound = 0;
+  for (int b0 = 0; b0 < in; b0 += block) {
+    double amax = 0, wsum = 0;
+    for (int k = b0; k < b0 + block; ++k) {
+      amax = std::max(amax, static_cast<double>(std::fabs(x[k])));
+      wsum += std::fabs(w[k]);
+    }
+    bound += amax * (1.0 / 254 + (block == 32 ? 1.0 / 2048 : 1e-6)) * wsum;
+  }
+  return bound;
+}
+
+TEST(FastKernels, Int8ActivationDotsMatchScalarTwinAndFloatWithinQuantisationError) {
+  KernelState keep;
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int out = 29, in = 1024;
+  std::vector<float> X(static_cast<std::size_t>(4) * in);
+  for (auto& x : X) x = u(rng);
+  X[7] = 3.0f;  // a block whose amax stands out
+  for (WeightType t : kAllTypes) {
+    if (!quant_dot_supported(t)) continue;
+    const std::vector<std::uint8_t> bytes = weights(t, out, in, rng);
+    const WeightMatrix W = WeightMatrix::view(t, bytes.data(), out, in);
+    const int block = t == WeightType::Q4_K ? 256 : 32;
+    for (int n = 1; n <= 4; ++n) {
+      std::vector<float> R(static_cast<std::size_t>(n) * out), S(R.size());
+      matmul_wt_typed_ref(X.data(), W, R.data(), n, in, out);
+      set_matmul_mode(MatmulMode::FastQuant);
+      set_kernel_isa(Isa::Scalar);
+      matmul_wt(X.data(), W, S.data(), n, in, out);
+      const double scale = max_abs(R);
+      double worst_ratio = 0;
+      for (int i = 0; i < n; ++i)
+        for (int o = 0; o < out; ++o) {
+          const std::size_t at = static_cast<std::size_t>(i) * out + o;
+          const double bound = quant_bound(X.data() + static_cast<std::size_t>(i) * in, W, o, in, block);
+          ASSERT_LE(std::fabs(S[at] - R[at]), bound + 1e-5 * scale) << weight_type_name(t) << " n " << n << " o " << o;
+          worst_ratio = std::max(worst_ratio, std::fabs(S[at] - R[at]) / bound);
+        }
+      EXPECT_GT(worst_ratio, 0.0) << weight_type_name(t) << ": the int8 path should differ from the exact one";
+      for (Isa isa : levels()) {
+        SCOPED_TRACE(std::string(weight_type_name(t)) + " n " + std::to_string(n) + " " + isa_name(isa));
+        set_kernel_isa(isa);
+        std::vector<float> Y(R.size());
+        matmul_wt(X.data(), W, Y.data(), n, in, out);
+        double diff = 0;
+        for (std::size_t k = 0; k < Y.size(); ++k) diff = std::max(diff, static_cast<double>(std::fabs(Y[k] - S[k])));
+        EXPECT_LT(diff, 1e-5 * scale) << "max abs diff " << diff << " to the scalar int8 twin, values up to " << scale;
+      }
+      set_matmul_mode(MatmulMode::Exact);
+    }
+  }
+}
+
+TEST(FastKernels, Int8ActivationBlocksAreGgmls) {
+  // Hand-worked Q8_0 / Q8_1 block: amax 127 -> d = 1, q = round(x) with ties to even.
+  std::vector<float> x(32, 0.0f);
+  x[0] = 127.0f, x[1] = -63.5f, x[2] = 0.5f, x[3] = 2.5f, x[4] = 31.75f;
+  QuantizedRows q;
+  quantize_rows(WeightType::Q4_0, x.data(), 1, 32, q);
+  EXPECT_FALSE(q.k_blocks);
+  EXPECT_EQ(q.q[0], 127);
+  EXPECT_EQ(q.q[1], -64);
+  EXPECT_EQ(q.q[2], 0);
+  EXPECT_EQ(q.q[3], 2);
+  EXPECT_EQ(q.q[4], 32);
+  EXPECT_EQ(q.sum[0], 127 - 64 + 2 + 32);
+  EXPECT_EQ(q.d[0], 1.0f);
+  EXPECT_EQ(q.s[0], 97.0f);
+  // Halving x halves d (rounded through f16: 0.5 is exact) and keeps q.
+  for (float& v : x) v *= 0.5f;
+  quantize_rows(WeightType::Q4_1, x.data(), 1, 32, q);
+  EXPECT_EQ(q.d[0], 0.5f);
+  EXPECT_EQ(q.q[1], -64);
+  // Q8_K: the signed value of largest magnitude m sets iscale = -127 / m (here m = -127: iscale 1,
+  // so q = round(x)), d = 1 / iscale; bsums per 16. With m = +127 the signs flip and d = -1.
+  std::vector<float> y(256, 0.0f);
+  y[0] = -127.0f, y[17] = -63.5f, y[18] = 62.5f;
+  quantize_rows(WeightType::Q4_K, y.data(), 1, 256, q);
+  EXPECT_TRUE(q.k_blocks);
+  EXPECT_EQ(q.q[0], -127);
+  EXPECT_EQ(q.q[17], -64);  // -63.5 -> -64 (even)
+  EXPECT_EQ(q.q[18], 62);   // 62.5 -> 62 (even)
+  EXPECT_EQ(q.sum[0], -127);
+  EXPECT_EQ(q.sum[1], -2);
+  EXPECT_EQ(q.d[0], 1.0f);
+  for (float& v : y) v = -v;
+  quantize_rows(WeightType::Q4_K, y.data(), 1, 256, q);
+  EXPECT_EQ(q.q[0], -127);
+  EXPECT_EQ(q.q[18], 62);
+  EXPECT_EQ(q.d[0], -1.0f);
+  // An all-zero block quantises to zeros with d = 0.
+  std::fill(y.begin(), y.end(), 0.0f);
+  quantize_rows(WeightType::Q4_K, y.data(), 1, 256, q);
+  EXPECT_EQ(q.d[0], 0.0f);
+  EXPECT_EQ(q.sum[3], 0);
+}
+
+}  // namespace
+}  // namespace kvcompact
