@@ -252,6 +252,10 @@ class Gemma3Transformers : public ::testing::Test {
     return all;
   }
 
+  void logits_within_1e3_of_largest();
+  void logits_near_llama_cpp_f32_cache();
+  void greedy_32_tokens_identical();
+
   static inline std::string path_, prefix_;
   static inline std::unique_ptr<Model> model_;
   static inline std::vector<LogitsCase> cases_;
@@ -261,22 +265,22 @@ class Gemma3Transformers : public ::testing::Test {
   static inline std::vector<float> ref_logits_, llama_logits_;
 };
 
-TEST_F(Gemma3Transformers, LogitsWithin1e3OfLargest) {
+void Gemma3Transformers::logits_within_1e3_of_largest() {
   ASSERT_EQ(ref_["vocab"].get<int>(), model_->config.vocab_size);
   const double worst = compare(ref_logits_, our_logits(), 1e-3, "transformers");
-  RecordProperty("max_relative_logit_diff", std::to_string(worst));
+  ::testing::Test::RecordProperty("max_relative_logit_diff", std::to_string(worst));
 }
 
-TEST_F(Gemma3Transformers, LogitsNearLlamaCppF32Cache) {
+void Gemma3Transformers::logits_near_llama_cpp_f32_cache() {
   ASSERT_EQ(llama_rc_, 0) << "llama.cpp reference failed: " << slurp(prefix_ + ".llama.json.log");
   // llama.cpp's Q4_K/Q5_0/Q6_K/Q8_0 dot products quantize the activations to 8 bits, and its
   // GELU uses an F16 table: looser than the float32 transformers path (seen: 0.025-0.042 of the
   // largest logit on a 600-token WikiText-2 prompt, argmax equal at every row checked).
   const double worst = compare(llama_logits_, our_logits(), 6e-2, "llama.cpp");
-  RecordProperty("max_relative_logit_diff_llama_cpp", std::to_string(worst));
+  ::testing::Test::RecordProperty("max_relative_logit_diff_llama_cpp", std::to_string(worst));
 }
 
-TEST_F(Gemma3Transformers, Greedy32TokensIdentical) {
+void Gemma3Transformers::greedy_32_tokens_identical() {
   Transformer tr(model_->config, model_->weights);
   ASSERT_EQ(ref_["greedy"].size(), greedy_prompts_.size());
   for (std::size_t g = 0; g < greedy_prompts_.size(); ++g) {
@@ -292,6 +296,22 @@ TEST_F(Gemma3Transformers, Greedy32TokensIdentical) {
     std::printf("[ gemma3 ] greedy %zu: '%s'\n", g, model_->tokenizer->decode(got).c_str());
     EXPECT_EQ(got, ref_["greedy"][g].get<std::vector<int>>()) << "prompt " << g << ": kvcompact says '"
                                                               << model_->tokenizer->decode(got) << "'";
+  }
+}
+
+// One test (one process under ctest): transformers loads the 262k-vocabulary GGUF once.
+TEST_F(Gemma3Transformers, LogitsGreedyAndLlamaCppAgree) {
+  {
+    SCOPED_TRACE("logits within 1e-3 of transformers");
+    logits_within_1e3_of_largest();
+  }
+  {
+    SCOPED_TRACE("logits near llama.cpp (F32 KV cache)");
+    logits_near_llama_cpp_f32_cache();
+  }
+  {
+    SCOPED_TRACE("greedy 32 tokens identical");
+    greedy_32_tokens_identical();
   }
 }
 
