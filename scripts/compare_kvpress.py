@@ -103,6 +103,8 @@ def main():
     ap.add_argument("--kvcompact", default=os.path.join(os.path.dirname(__file__), "..", "build", "kvcompact"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out-json", default="")
+    ap.add_argument("--kvcompact-json", default="",
+                    help="reuse a `compact-eval --out-json` file made with the same settings instead of running it")
     a = ap.parse_args()
 
     try:
@@ -140,11 +142,20 @@ def main():
            str(a.continuation_tokens), "--ratios", ",".join(map(str, ratios)), "--methods", ",".join(specs),
            "--threads", str(a.threads), "--json"]
     t0 = time.time()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        fail(f"kvcompact compact-eval failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
-    kvc = json.loads(proc.stdout)
-    kvc_wall = time.time() - t0
+    if a.kvcompact_json:
+        try:
+            kvc = json.load(open(a.kvcompact_json))
+        except (OSError, ValueError) as e:
+            fail(f"{a.kvcompact_json}: {e}")
+        kvc_wall = float("nan")
+    else:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            fail(f"kvcompact compact-eval failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
+        kvc = json.loads(proc.stdout)
+        kvc_wall = time.time() - t0
+    if kvc.get("mean_context_tokens") != a.context_tokens or kvc.get("mean_continuation_tokens") != a.continuation_tokens:
+        fail("the kvcompact result was made with other --context-tokens / --continuation-tokens")
     docs = kvc["per_document"]
     if len(docs) != a.docs:
         fail(f"kvcompact evaluated {len(docs)} documents, {a.docs} were asked for")
@@ -235,7 +246,7 @@ def main():
           f"{sum(hf_full) / len(hf_full):.4f} (max gap {full_gap:.2e}) nats/token")
     print(f"wall: kvcompact {kvc_wall:.0f} s, kvpress {peer_wall:.0f} s; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     print("delta = NLL(compacted) - NLL(full), nats/token, mean +- SEM over documents; diff = kvcompact - kvpress "
-          "(paired), * when |diff| > its SEM\n")
+          "(paired), * when |diff| > max(its SEM, 1e-4)\n")
     hdr = f"{'method':<18} {'ratio':>5}  {'kvcompact spec':<18} {'kvcompact delta':>17}  {'kvpress delta':>17}  {'diff':>17}   {'kvc s/ctx':>9} {'kvp s/ctx':>9}"
     print(hdr)
     print("-" * len(hdr))
@@ -248,7 +259,7 @@ def main():
             km, ks = mean_sem(kd)
             pm, ps = mean_sem(kp)
             dm, ds = mean_sem([x - y for x, y in zip(kd, kp)])
-            flag = "*" if abs(dm) > ds else " "
+            flag = "*" if abs(dm) > max(ds, 1e-4) else " "
             kvc_s = kr["compaction_seconds"]
             pe_s = sum(peer[(p, r)]["seconds"]) / len(kp)
             print(f"{p:<18} {r:>5}  {s:<18} {km:>+8.4f} +- {ks:.4f}  {pm:>+8.4f} +- {ps:.4f}  {dm:>+8.4f} +- {ds:.4f} {flag} {kvc_s:>9.3f} {pe_s:>9.3f}")
