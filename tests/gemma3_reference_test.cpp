@@ -161,8 +161,10 @@ class Gemma3Transformers : public ::testing::Test {
       c.ids.insert(c.ids.end(), wiki.begin() + 7, wiki.begin() + 7 + (n - 1));
       for (int k = 1; k <= 8; ++k) c.positions.push_back(n * k / 8 - 1);
       c.positions.push_back(0);
-      c.positions.push_back(511);
-      c.positions.push_back(std::min(n - 1, 512));
+      if (n > 512) {  // both sides of the sliding window's edge
+        c.positions.push_back(511);
+        c.positions.push_back(512);
+      }
       cases_.push_back(std::move(c));
     }
     // Gemma's turn format (the file has no chat template; llama.cpp's built-in "gemma" template).
