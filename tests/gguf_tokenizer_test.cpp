@@ -24,6 +24,7 @@ using nlohmann::json;
 using testing::python_ready;
 using testing::run_python_ref;
 using testing::slurp;
+using testing::hex;
 
 const std::string kShared = KVC_SHARED_DIR;
 const std::string kStories = kShared + "/models/stories260K/stories260K.gguf";
@@ -31,16 +32,6 @@ const std::string kStories = kShared + "/models/stories260K/stories260K.gguf";
 std::string scratch(const std::string& name) {
   fs::create_directories(KVC_TEST_TMP);
   return std::string(KVC_TEST_TMP) + "/gguf_tok_" + std::to_string(::getpid()) + "_" + name;
-}
-
-std::string hex(const std::string& s) {
-  static const char* d = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) {
-    out.push_back(d[c >> 4]);
-    out.push_back(d[c & 15]);
-  }
-  return out;
 }
 
 /// Writes the stories260K GGUF with `changes` (tests/ref/gguf_variant.py) and returns its path.

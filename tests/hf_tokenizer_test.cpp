@@ -14,6 +14,8 @@
 // decode(encode(x)) == x (NFC(x) for Qwen3) on the real data.
 #include "io/hf_tokenizer.h"
 
+#include "tokenizer_cases.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -67,18 +69,7 @@ void write_text(const fs::path& path, const std::string& s) {
   out << s;
 }
 
-std::vector<std::string> lines_of(const std::string& path, std::size_t max_lines = SIZE_MAX) {
-  const std::string text = read_text(path);
-  std::vector<std::string> out;
-  std::size_t pos = 0;
-  while (pos <= text.size() && out.size() < max_lines) {
-    std::size_t nl = text.find('\n', pos);
-    if (nl == std::string::npos) nl = text.size();
-    out.push_back(text.substr(pos, nl - pos));
-    pos = nl + 1;
-  }
-  return out;
-}
+using testing::lines_of;
 
 std::string base64(const std::string& s) {
   static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -49,6 +49,19 @@ inline int run_python_ref(const std::string& script, const std::string& args, co
   return std::system(cmd.c_str());
 }
 
+/// Lower-case hex of raw bytes: how the reference scripts receive texts that may be invalid UTF-8
+/// (tests/ref/llama_cpp_tokenize.py `texts_hex`).
+inline std::string hex(const std::string& s) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size() * 2);
+  for (unsigned char c : s) {
+    out.push_back(d[c >> 4]);
+    out.push_back(d[c & 15]);
+  }
+  return out;
+}
+
 /// Whole file as a string ("" when unreadable).
 inline std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

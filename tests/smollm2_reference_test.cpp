@@ -36,6 +36,7 @@ using testing::kPython;
 using testing::python_ready;
 using testing::run_python_ref;
 using testing::slurp;
+using testing::hex;
 
 const std::string kShared = KVC_SHARED_DIR;
 const std::string kFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -43,17 +44,6 @@ const std::string kFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
 std::string scratch(const std::string& name) {
   fs::create_directories(KVC_TEST_TMP);
   return std::string(KVC_TEST_TMP) + "/smollm2_" + std::to_string(::getpid()) + "_" + name;
-}
-
-std::string hex(const std::string& s) {
-  static const char* d = "0123456789abcdef";
-  std::string out;
-  out.reserve(s.size() * 2);
-  for (unsigned char c : s) {
-    out.push_back(d[c >> 4]);
-    out.push_back(d[c & 15]);
-  }
-  return out;
 }
 
 /// The model path, or "" with a failure saying how to fetch it.
