@@ -413,6 +413,20 @@ TEST(Jinja, Errors) {
   testing::expect_error([] { jinja::Template("{% for x in y recursive %}{% endfor %}", "t"); }, {"recursive"});
   testing::expect_error([] { jinja::Template("{% break %}", "t"); }, {"outside of a for loop"});
   testing::expect_error([] { jinja::Template("line1\n{% for %}", "tmpl"); }, {"tmpl: line 2"});
+  // Python raises RecursionError / computes a big integer; we give one-line errors, never a
+  // stack overflow, a wrapped integer or a billion-step loop.
+  testing::expect_error([] { render("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}"); },
+                        {"test: line 1", "maximum recursion depth exceeded in macro 'm'"});
+  testing::expect_error([] { render("{{ 3 ** 1000000000000 }}"); }, {"integer overflow in **"});
+  EXPECT_EQ(render("{{ 2 ** 62 }} {{ (-2) ** 63 }} {{ 1 ** 1000000000000 }}"),
+            "4611686018427387904 -9223372036854775808 1");
+}
+
+TEST(Jinja, MacrosSeeTheirDefiningScope) {
+  // Each loop iteration's macro sees that iteration's variables (values from jinja2 3.1.6); the
+  // frames are freed with the render (ASan's leak check covers the macro <-> frame cycle).
+  EXPECT_EQ(render("{% for x in ['a', 'b'] %}{% macro m() %}[{{ x }}]{% endmacro %}{{ m() }}{% endfor %}"), "[a][b]");
+  EXPECT_EQ(render("{% macro outer(n) %}{% if n > 0 %}{{ n }}{{ outer(n - 1) }}{% endif %}{% endmacro %}{{ outer(5) }}"), "54321");
 }
 
 // ------------------------------------------------------------------------------------------ loading

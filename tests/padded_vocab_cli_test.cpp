@@ -106,7 +106,8 @@ TEST(PaddedVocabulary, LogitsAndGenerateCommandsMaskPaddedRows) {
   EXPECT_NEAR(mass, 1.0, 1e-4);  // the softmax is over the tokens, the padded rows masked out
   const CliRun g = run_cli("generate --model " + dir + " --prompt ab --temperature 0 --steps 12 --json");
   ASSERT_EQ(g.status, 0) << g.err;
-  for (int id : json::parse(g.out)["generated"]) EXPECT_LT(id, kTokens);
+  const json gj = json::parse(g.out);  // a named object: a range-for over parse(...)[k] dangles
+  for (int id : gj["generated"]) EXPECT_LT(id, kTokens);
 }
 
 TEST(PaddedVocabulary, LogitsAndCompactWarnPastMaxSeqLen) {

@@ -1048,10 +1048,29 @@ class Renderer {
   // A macro (or the caller of a call block): parameters bound over the defining scope's frames.
   Value make_macro(const Node& n, const Scope& defining) {
     const Node* node = &n;
-    Scope captured = defining;
+    // A macro lives in a frame of the scope it captures, so a strong capture would be a
+    // shared_ptr cycle (a leak per macro). The renderer pins the captured frames for the whole
+    // render instead and the macro holds weak references.
+    std::vector<std::weak_ptr<Frame>> captured;
+    for (const auto& f : defining.frames) {
+      pinned_.push_back(f);
+      captured.push_back(f);
+    }
     const std::string name = n.kind == Node::kMacro ? n.text : "caller";
     return Value::callable(name, [this, node, captured, name](const CallArgs& a) -> Value {
-      Scope sc = captured.child();
+      // Python raises RecursionError; a native stack overflow would be a crash.
+      struct DepthGuard {
+        int& d;
+        explicit DepthGuard(int& depth) : d(depth) { ++d; }
+        ~DepthGuard() { --d; }
+      } guard(call_depth_);
+      if (call_depth_ > kMaxCallDepth) throw Failure(fmt::format("maximum recursion depth exceeded in macro '{}'", name));
+      Scope defined;
+      for (const auto& w : captured) {
+        std::shared_ptr<Frame> f = w.lock();
+        defined.frames.push_back(f ? f : std::make_shared<Frame>());
+      }
+      Scope sc = defined.child();
       Frame& f = sc.top();
       std::vector<bool> bound(node->targets.size(), false);
       for (std::size_t k = 0; k < a.pos.size() && k < node->targets.size(); ++k) {
@@ -1411,8 +1430,13 @@ class Renderer {
     }
     if (op == "**") {
       if (ints && bi >= 0) {
-        long long r = 1;
-        for (long long k = 0; k < bi; ++k) r *= ai;
+        // Square-and-multiply; Python's integers are unbounded, ours are 64-bit: an overflow is an
+        // error, never a wrapped (undefined) value or a billion-step loop.
+        long long r = 1, base = ai;
+        for (long long e = bi; e > 0; e >>= 1) {
+          if ((e & 1) && __builtin_mul_overflow(r, base, &r)) throw Failure("integer overflow in **");
+          if (e > 1 && __builtin_mul_overflow(base, base, &base)) throw Failure("integer overflow in **");
+        }
         return Value::integer(r);
       }
       return Value::real(std::pow(a.num(), b.num()));
@@ -1422,6 +1446,9 @@ class Renderer {
 
   const std::string& name_;
   const RenderOptions& options_;
+  std::vector<std::shared_ptr<Frame>> pinned_;  // frames captured by macros, kept for the render
+  static constexpr int kMaxCallDepth = 100;  // nested macro calls
+  int call_depth_ = 0;
 };
 
 }  // namespace
