@@ -51,8 +51,9 @@ if [ "$install" = 1 ]; then
   fi
   if ! cmp -s scripts/requirements-ref.txt .venv/.requirements-installed 2>/dev/null; then
     echo "setup: [${SECONDS}s] installing the reference peers into .venv" >&2
-    # llama-cpp-python builds llama.cpp from source: CPU only, native ISA, no examples or tests.
-    CMAKE_ARGS="-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON" \
+    # llama-cpp-python builds llama.cpp from source: CPU only, native ISA, no examples, tests or
+    # multimodal library (mtmd is imported only by llava-style chat handlers).
+    CMAKE_ARGS="-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON -DLLAVA_BUILD=OFF" \
       .venv/bin/pip install --disable-pip-version-check -q -r <(grep -v '^kvpress==' scripts/requirements-ref.txt)
     # kvpress without its declared dependencies (it would pull peft and move transformers); the
     # ones it imports are pinned in requirements-ref.txt.

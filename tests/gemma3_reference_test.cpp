@@ -208,13 +208,13 @@ class Gemma3Transformers : public ::testing::Test {
     for (std::size_t ci = 0; ci < cases_.size(); ++ci) {
       const auto& c = cases_[ci];
       double case_worst = 0.0;
-      for (int p : c.positions) {
+      for (const int& p : c.positions) {
         if ((row + 1) * static_cast<std::size_t>(V) > ref.size()) {
           ADD_FAILURE() << who << ": too few rows";
           return 1.0;
         }
         const float* want = ref.data() + row * V;
-        const float* got = ours[ci].data() + static_cast<std::size_t>(p) * V;
+        const float* got = ours[ci].data() + static_cast<std::size_t>(&p - c.positions.data()) * V;
         double scale = 0.0, diff = 0.0;
         for (int v = 0; v < V; ++v) {
           scale = std::max(scale, std::abs(static_cast<double>(want[v])));
@@ -238,7 +238,8 @@ class Gemma3Transformers : public ::testing::Test {
       for (const auto& c : cases_) {
         KVCache cache = tr.make_cache();
         ForwardOptions opt;
-        opt.logits = LogitsMode::All;
+        opt.logits = LogitsMode::Rows;  // only the compared rows (262k-entry classifier)
+        opt.logit_rows = c.positions;
         all.push_back(tr.forward(c.ids, cache, opt));
       }
     }

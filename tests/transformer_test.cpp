@@ -175,6 +175,32 @@ TEST(Transformer, ForwardMatchesReferenceGqa) {
   expect_logits_near(last, ref, 22, 1e-4);
   KVCache c3 = tf.make_cache();
   EXPECT_TRUE(tf.forward(tokens, c3, {LogitsMode::None}).empty());
+  // Rows returns the listed rows in order (repeats and more rows than tokens allowed), each equal
+  // to the reference row; a row outside the new tokens is an error.
+  ForwardOptions rows_opt{LogitsMode::Rows};
+  rows_opt.logit_rows = {22, 0, 7, 7};
+  for (int k = 0; k < 8; ++k) rows_opt.logit_rows.push_back(k * 3);
+  KVCache c4 = tf.make_cache();
+  const auto picked = tf.forward(tokens, c4, rows_opt);
+  ASSERT_EQ(picked.size(), rows_opt.logit_rows.size() * m.config.vocab_size);
+  for (std::size_t r = 0; r < rows_opt.logit_rows.size(); ++r) {
+    const std::vector<float> row(picked.begin() + r * m.config.vocab_size, picked.begin() + (r + 1) * m.config.vocab_size);
+    expect_logits_near(row, ref, rows_opt.logit_rows[r], 1e-4);
+  }
+  const std::vector<int> two(tokens.begin(), tokens.begin() + 2);
+  ForwardOptions many{LogitsMode::Rows};
+  many.logit_rows = {1, 0, 1, 1, 0};  // 5 rows from 2 tokens
+  KVCache c5 = tf.make_cache();
+  const auto rep = tf.forward(two, c5, many);
+  ASSERT_EQ(rep.size(), 5u * m.config.vocab_size);
+  for (std::size_t r = 0; r < 5; ++r) {
+    const std::vector<float> row(rep.begin() + r * m.config.vocab_size, rep.begin() + (r + 1) * m.config.vocab_size);
+    expect_logits_near(row, ref, many.logit_rows[r], 1e-4);
+  }
+  ForwardOptions bad{LogitsMode::Rows};
+  bad.logit_rows = {23};
+  KVCache c6 = tf.make_cache();
+  EXPECT_THROW(tf.forward(tokens, c6, bad), Error);
 }
 
 TEST(Transformer, ForwardMatchesReferenceHalfSplitUntiedMha) {

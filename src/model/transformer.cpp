@@ -306,8 +306,24 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
   std::vector<float> logits;
   if (options.logits == LogitsMode::None) return logits;
   const int first_row = options.logits == LogitsMode::Last ? n - 1 : 0;
-  const int rows = n - first_row;
+  int rows = n - first_row;
   float* xr = x + static_cast<std::size_t>(first_row) * dim;
+  std::vector<float> picked;
+  if (options.logits == LogitsMode::Rows) {  // gather the listed rows, then the same classifier
+    rows = static_cast<int>(options.logit_rows.size());
+    picked.resize(static_cast<std::size_t>(rows) * dim);
+    for (int r = 0; r < rows; ++r) {
+      const int src = options.logit_rows[static_cast<std::size_t>(r)];
+      if (src < 0 || src >= n) throw Error(fmt::format("forward: logit row {} outside the {} new tokens", src, n));
+      std::copy_n(x + static_cast<std::size_t>(src) * dim, dim, picked.data() + static_cast<std::size_t>(r) * dim);
+    }
+    xr = picked.data();
+  }
+  std::vector<float> picked_norm;
+  if (rows > n) {  // more listed rows than tokens: the workspace holds n rows
+    picked_norm.resize(picked.size());
+    xn = picked_norm.data();
+  }
   rmsnorm(xr, weights_.final_norm.data(), xn, rows, dim, c.norm_eps);
   logits.resize(static_cast<std::size_t>(rows) * c.vocab_size);
   matmul_wt(xn, weights_.classifier_matrix(), logits.data(), rows, dim, c.vocab_size);

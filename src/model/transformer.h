@@ -12,7 +12,9 @@
 namespace kvcompact {
 
 /// Which rows of logits a forward pass returns.
-enum class LogitsMode { None, Last, All };
+/// Which rows' logits forward() returns: none, the last token's, every token's, or the rows
+/// listed in ForwardOptions::logit_rows (in that order).
+enum class LogitsMode { None, Last, All, Rows };
 
 /// What the attention of one layer read in a forward call. Query head h attends its KV head
 /// g = h / (n_heads / n_kv_heads) through heads[g], whose last n_tokens entries are the new
@@ -63,6 +65,9 @@ struct ForwardOptions {
   /// forward.
   int first_layer = 0;
   const float* layer_input = nullptr;
+  /// With LogitsMode::Rows: the rows (0 .. tokens.size()-1, any order, repeats allowed) whose
+  /// logits are returned, [logit_rows.size(), vocab]. Throws Error for a row out of range.
+  std::vector<int> logit_rows{};
 };
 
 /// Runs a decoder on token sequences. Holds references to config and weights (must outlive it).

@@ -32,10 +32,12 @@ def main():
     with torch.no_grad():
         for item in req.get("logits", []):
             ids = torch.tensor([item["ids"]], dtype=torch.long)
-            logits = model(ids).logits[0]
+            # Only the requested rows through the classifier (a 1-D logits_to_keep tensor).
+            keep = torch.tensor(item["positions"], dtype=torch.long)
+            logits = model(ids, logits_to_keep=keep).logits[0]
             result["vocab"] = int(logits.shape[-1])
-            for p in item["positions"]:
-                rows.append(logits[p].float().numpy())
+            for r in range(len(item["positions"])):
+                rows.append(logits[r].float().numpy())
         for item in req.get("greedy", []):
             ids = torch.tensor([item["ids"]], dtype=torch.long)
             out = model(ids, use_cache=True)
