@@ -124,13 +124,17 @@ class Model:
         """Token ids of text (BOS first when add_bos and the tokenizer adds one)."""
     def detokenize(self, ids: Sequence[int]) -> str:
         """Text of ids (BOS/EOS give no text)."""
-    def logits(self, ids: Sequence[int]) -> npt.NDArray[np.float32]:
-        """Logits [len(ids), vocab_size] of a forward over ids on a fresh cache (positions 0..)."""
+    def logits(self, ids: Sequence[int], last: bool = False) -> npt.NDArray[np.float32]:
+        """Logits [len(ids), vocab_size] of a forward over ids on a fresh cache (positions 0..);
+        with last, only the last position's [vocab_size] (as the CLI's `logits`; its float
+        rounding can differ from the full matrix's last row in the last bits)."""
     def nll(self, ids: Sequence[int]) -> float:
         """Mean teacher-forced NLL in nats/token of ids[1:] given the ids before (perplexity =
         exp(nll)); needs >= 2 ids."""
     def generate(
         self, prompt: str = "", steps: int = 64, temperature: float = 0.0, top_p: float = 0.9, seed: int = 0
     ) -> Generation:
-        """llama2.c-style generation: `steps` positions including the prompt (encoded with BOS),
-        stopping at BOS/EOS; temperature 0 is greedy."""
+        """llama2.c-style generation (the CLI's `generate`): `steps` positions including the
+        prompt (encoded with BOS), stopping at BOS/EOS; temperature 0 is greedy, else nucleus
+        sampling (top_p) seeded by seed. text: the pieces after the first prompt token, then the
+        generated ones; generated: the sampled ids."""

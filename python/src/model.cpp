@@ -54,17 +54,19 @@ class PyModel {
   }
   std::string detokenize(const std::vector<int>& ids) const { return model_.tokenizer->decode(ids); }
 
-  py::array_t<float> logits(const std::vector<int>& ids) const {
+  py::array_t<float> logits(const std::vector<int>& ids, bool last) const {
     if (ids.empty()) throw py::value_error("ids: empty token list (need at least 1 id)");
     std::vector<float> out;
     {
       py::gil_scoped_release release;
       KVCache cache = transformer_->make_cache();
       ForwardOptions opt;
-      opt.logits = LogitsMode::All;
+      opt.logits = last ? LogitsMode::Last : LogitsMode::All;
       out = transformer_->forward(ids, cache, opt);
     }
-    return to_array(std::move(out), {static_cast<py::ssize_t>(ids.size()), model_.config.vocab_size});
+    const py::ssize_t V = model_.config.vocab_size;
+    if (last) return to_array(std::move(out), {V});
+    return to_array(std::move(out), {static_cast<py::ssize_t>(ids.size()), V});
   }
 
   double nll(const std::vector<int>& ids) const {
@@ -104,7 +106,7 @@ void bind_model(py::module_& m) {
       .def_property_readonly("path", &PyModel::path)
       .def("tokenize", &PyModel::tokenize, py::arg("text"), py::arg("add_bos") = true)
       .def("detokenize", &PyModel::detokenize, py::arg("ids"))
-      .def("logits", &PyModel::logits, py::arg("ids"))
+      .def("logits", &PyModel::logits, py::arg("ids"), py::arg("last") = false)
       .def("nll", &PyModel::nll, py::arg("ids"))
       .def("generate", &PyModel::generate, py::arg("prompt") = "", py::arg("steps") = 64,
            py::arg("temperature") = 0.0f, py::arg("top_p") = 0.9f, py::arg("seed") = 0)
