@@ -29,15 +29,16 @@ inline std::string shape_str(const py::array& a) {
 /// py::value_error naming `name`, the expected layout (`layout`, e.g. "[T, head_dim]") and the
 /// shape it got.
 inline FloatArray float_array(const py::handle& obj, const char* name, int ndim, const char* layout) {
-  FloatArray a;
-  try {
-    a = FloatArray::ensure(obj);
-  } catch (const py::error_already_set&) {
-  }
+  FloatArray a = FloatArray::ensure(obj);
   if (!a) {
-    PyErr_Clear();
+    std::string why;
+    try {  // numpy's own reason (ensure() cleared it)
+      py::module_::import("numpy").attr("asarray")(obj, "float32");
+    } catch (const py::error_already_set& e) {
+      why = std::string(": ") + e.what();
+    }
     throw py::value_error(std::string(name) + ": cannot be read as a float32 array " + layout + " (got " +
-                          std::string(py::str(py::type::handle_of(obj).attr("__name__"))) + ")");
+                          std::string(py::str(py::type::handle_of(obj).attr("__name__"))) + why + ")");
   }
   if (a.ndim() != ndim)
     throw py::value_error(std::string(name) + ": expected a " + std::to_string(ndim) + "-d array " + layout +

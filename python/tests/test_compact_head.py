@@ -132,7 +132,7 @@ def test_bad_inputs_name_argument_and_shapes():
         (dict(V=V[:4]), "V: shape (4, 8) differs from K's (5, 8)"),
         (dict(Q=Q[:, :4]), "Q: shape (7, 4) has head_dim 4, K (5, 8) has 8"),
         (dict(K=np.where(np.arange(8) == 3, np.nan, K)), "K: non-finite value (NaN or Inf) at flat index 3 of shape (5, 8)"),
-        (dict(K="keys"), "K: cannot be read as a float32 array [T, head_dim] (got str)"),
+        (dict(K="keys"), "K: cannot be read as a float32 array [T, head_dim] (got str: ValueError: could not convert"),
         (dict(ratio=1.5), "ratio: 1.500000 is outside [0, 1]"),
         (dict(ratio=float("nan")), "is outside [0, 1]"),
         (dict(ratio=None, t=6), "t: 6 is outside [0, T] with T = 5"),
@@ -152,3 +152,16 @@ def test_bad_inputs_name_argument_and_shapes():
     with pytest.raises(ValueError, match=r"budgets: 3 entries, need n_layers \* n_kv_heads = 2"):
         kvcompact.compact_cache(K[None, None].repeat(2, 0), V[None, None].repeat(2, 0), Q[None, None].repeat(2, 0),
                                 budgets=[1, 2, 3])
+
+
+def test_torch_tensors_through_the_buffer_protocol():
+    import torch  # in .venv (scripts/requirements-ref.txt); a missing one fails the test
+    K, V, Q = random_head()
+    want = kvcompact.compact_head(K, V, Q, ratio=0.25)
+    tK, tV, tQ = torch.from_numpy(K), torch.from_numpy(V), torch.from_numpy(Q)
+    for got in [kvcompact.compact_head(tK, tV, tQ, ratio=0.25),
+                kvcompact.compact_head(tK.T.contiguous().T, tV.double(), tQ, ratio=0.25)]:
+        for a, b in zip(got, want):
+            assert np.array_equal(a, b)
+    with pytest.raises(ValueError, match=r"K: cannot be read as a float32 array \[T, head_dim\] \(got Tensor: .*requires grad"):
+        kvcompact.compact_head(tK.clone().requires_grad_(), tV, tQ, ratio=0.25)
