@@ -165,3 +165,18 @@ def test_torch_tensors_through_the_buffer_protocol():
             assert np.array_equal(a, b)
     with pytest.raises(ValueError, match=r"K: cannot be read as a float32 array \[T, head_dim\] \(got Tensor: .*requires grad"):
         kvcompact.compact_head(tK.clone().requires_grad_(), tV, tQ, ratio=0.25)
+
+
+def test_compact_cache_budgets_equal_per_head_calls():
+    L, H, T, n, d = 2, 3, 40, 64, 8
+    rng = np.random.default_rng(1)
+    K, V = rng.standard_normal((2, L, H, T, d), dtype=np.float32)
+    Q = rng.standard_normal((L, H, n, d), dtype=np.float32)
+    budgets = [int(b) for b in rng.integers(0, T + 1, L * H)]
+    out = kvcompact.compact_cache(K, V, Q, budgets=budgets)
+    for l in range(L):
+        for h in range(H):
+            want = kvcompact.compact_head(K[l, h], V[l, h], Q[l, h], t=budgets[l * H + h])
+            assert len(out[l][h][3]) == budgets[l * H + h]
+            for a, b in zip(out[l][h], want):
+                assert same_bits(a, b) if a.dtype == np.float32 else np.array_equal(a, b), (l, h)
