@@ -195,7 +195,8 @@ std::vector<std::vector<HeadTuple>> compact_cache_py(const py::handle& K_obj, co
 
 void bind_compact(py::module_& m) {
   m.def("compact_head", &compact_head_py, py::arg("K"), py::arg("V"), py::arg("Q"), py::arg("ratio") = py::none(),
-        py::arg("t") = py::none(), py::arg("method") = "am", py::kw_only(), py::arg("context_queries") = py::none(), py::arg("seed") = 0,
+        py::arg("t") = py::none(), py::arg("method") = "am", py::kw_only(),
+        py::arg("context_queries") = py::none(), py::arg("seed") = 0,
         "Compacts one KV head; see kvcompact/_kvcompact.pyi.");
   m.def("compact_cache", &compact_cache_py, py::arg("K"), py::arg("V"), py::arg("Q"),
         py::arg("ratio") = py::none(), py::arg("budgets") = py::none(), py::arg("method") = "am", py::kw_only(),
