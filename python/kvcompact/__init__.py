@@ -1,0 +1,34 @@
+"""kvcompact from Python: KV-cache compaction by Attention Matching (arXiv 2602.16284) and exact
+CPU inference of Llama-family models, as bindings over the C++ library (numpy float32 in and out).
+
+    import numpy as np, kvcompact
+    K, V, Q = (np.random.default_rng(0).standard_normal(s, dtype=np.float32) for s in [(64, 8), (64, 8), (128, 8)])
+    C1, beta, C2, idx = kvcompact.compact_head(K, V, Q, ratio=0.25)   # 16 of 64 entries
+
+See _kvcompact.pyi for every signature, shape and error.
+"""
+from ._kvcompact import (
+    Error,
+    Model,
+    __version__,
+    canonical_method,
+    compact_cache,
+    compact_head,
+    get_threads,
+    kept_entries,
+    method_help,
+    set_threads,
+)
+
+__all__ = [
+    "Error",
+    "Model",
+    "__version__",
+    "canonical_method",
+    "compact_cache",
+    "compact_head",
+    "get_threads",
+    "kept_entries",
+    "method_help",
+    "set_threads",
+]

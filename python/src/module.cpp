@@ -1,0 +1,44 @@
+// The extension module _kvcompact: kvcompact::Error as the Python exception kvcompact.Error
+// (a subclass of both RuntimeError and ValueError), threads, version, and the bindings of
+// compact.cpp and model.cpp. The package kvcompact (python/kvcompact/__init__.py) re-exports it.
+#include <cblas.h>
+#include <omp.h>
+
+#include "arrays.h"
+#include "io/error.h"
+
+namespace kvcompact::py_bind {
+
+void bind_compact(py::module_& m);
+void bind_model(py::module_& m);
+
+}  // namespace kvcompact::py_bind
+
+PYBIND11_MODULE(_kvcompact, m) {
+  namespace py = pybind11;
+  m.doc() = "kvcompact: KV-cache compaction by Attention Matching, and exact CPU LLM inference";
+  m.attr("__version__") = KVC_VERSION;
+
+  // Error(RuntimeError, ValueError): library errors are bad input (ValueError) raised by the C++
+  // kvcompact::Error, a std::runtime_error (RuntimeError). The message is the library's one line.
+  static py::handle error = PyErr_NewException("kvcompact.Error", py::make_tuple(
+      py::handle(PyExc_RuntimeError), py::handle(PyExc_ValueError)).release().ptr(), nullptr);
+  m.attr("Error") = error;
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const kvcompact::Error& e) {
+      PyErr_SetString(error.ptr(), e.what());
+    }
+  });
+
+  m.def("set_threads", [](int n) {
+    if (n < 1) throw py::value_error("n: threads must be >= 1, got " + std::to_string(n));
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+  }, py::arg("n"), "Worker threads of OpenMP and OpenBLAS (as the CLI's --threads).");
+  m.def("get_threads", [] { return omp_get_max_threads(); }, "OpenMP's current maximum number of threads.");
+
+  kvcompact::py_bind::bind_compact(m);
+  kvcompact::py_bind::bind_model(m);
+}
