@@ -420,6 +420,20 @@ TEST(Jinja, Errors) {
   testing::expect_error([] { render("{{ 3 ** 1000000000000 }}"); }, {"integer overflow in **"});
   EXPECT_EQ(render("{{ 2 ** 62 }} {{ (-2) ** 63 }} {{ 1 ** 1000000000000 }}"),
             "4611686018427387904 -9223372036854775808 1");
+  // Found by the jinja fuzz harness (std::out_of_range escaped the interpreter): an integer
+  // attribute beyond 64 bits, and its relatives.
+  testing::expect_error([] { jinja::Template("{{ ns.111111111111111111111111111111 }}", "t"); },
+                        {"t: line 1", "integer literal too large"});
+  testing::expect_error([] { render("{{ '{99999999999999999999999}'.format(1) }}"); }, {"str.format field too large"});
+  testing::expect_error([] { render("{{ '%99999999d' % 1 }}"); }, {"format width too large"});
+  testing::expect_error([] { render("{{ '%.99999999f' % 1.5 }}"); }, {"format precision too large"});
+  testing::expect_error([] { render("{{ 9223372036854775807 + 1 }}"); }, {"integer overflow in +"});
+  testing::expect_error([] { render("{{ -9223372036854775807 - 2 }}"); }, {"integer overflow in -"});
+  testing::expect_error([] { render("{{ 4294967296 * 4294967296 }}"); }, {"integer overflow in *"});
+  testing::expect_error([] { render("{{ 'ab' * 100000000000 }}"); }, {"sequence repetition too large"});
+  // Values that fit behave as in Python (jinja2 3.1.6 prints these).
+  EXPECT_EQ(render("{{ 9223372036854775806 + 1 }} {{ 1e999 }} {{ '%5d|%-4s|' % (42, 'x') }} {{ 'ab' * 3 }}"),
+            "9223372036854775807 inf    42|x   | ababab");
 }
 
 TEST(Jinja, MacrosSeeTheirDefiningScope) {

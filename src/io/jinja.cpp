@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <ctime>
@@ -677,7 +678,11 @@ class Parser {
         try { e->value = Value::integer(std::stoll(t.text)); } catch (...) { --p_; fail("integer literal too large"); }
         return e;
       }
-      case Tok::kFloat: { ExprP e = make(Expr::kConst, t.line); e->value = Value::real(std::stod(t.text)); return e; }
+      case Tok::kFloat: {  // strtod: an overflow is inf, as Python's float('1e999'), not an exception
+        ExprP e = make(Expr::kConst, t.line);
+        e->value = Value::real(std::strtod(t.text.c_str(), nullptr));
+        return e;
+      }
       case Tok::kOp:
         if (t.text == "(") {
           if (skip_op(")")) { ExprP e = make(Expr::kTuple, t.line); return e; }
@@ -727,7 +732,7 @@ class Parser {
         if (peek().type == Tok::kInt) {
           ExprP ix = make(Expr::kItem, l);
           ExprP k = make(Expr::kConst, l);
-          k->value = Value::integer(std::stoll(next().text));
+          try { k->value = Value::integer(parse_digits(next().text, "integer literal")); } catch (const Failure&) { --p_; fail("integer literal too large"); }
           ix->args = {e, k};
           e = ix;
           continue;
@@ -1178,7 +1183,8 @@ class Renderer {
         Value v = eval(*e.args[0], sc);
         if (e.name == "not") return Value::boolean(!v.truthy());
         if (v.kind == Value::kUndefined) fail_undefined(v);
-        if (v.kind == Value::kInt || v.kind == Value::kBool) { const long long x = v.kind == Value::kInt ? v.i : v.b; return Value::integer(e.name == "-" ? -x : x); }
+        if (v.kind == Value::kInt || v.kind == Value::kBool) { const long long x = v.kind == Value::kInt ? v.i : v.b; if (e.name == "-" && x == LLONG_MIN) throw Failure("integer overflow in unary -");
+          return Value::integer(e.name == "-" ? -x : x); }
         if (v.kind == Value::kFloat) return Value::real(e.name == "-" ? -v.f : v.f);
         throw Failure(fmt::format("bad operand type for unary {}: '{}'", e.name, type_name(v)));
       }
@@ -1385,6 +1391,10 @@ class Renderer {
       const Value* cnt = seq == &a ? &b : &a;
       if (seq && (cnt->kind == Value::kInt || cnt->kind == Value::kBool)) {
         const long long n = std::max(0LL, cnt->kind == Value::kInt ? cnt->i : static_cast<long long>(cnt->b));
+        // A bound on the result (16 Mi characters or items): an error, never an out-of-memory.
+        const std::size_t unit = seq->kind == Value::kString ? seq->s.size() : seq->arr->size();
+        if (unit > 0 && n > static_cast<long long>((std::size_t{1} << 24) / unit))
+          throw Failure(fmt::format("sequence repetition too large ({} x {})", unit, n));
         if (seq->kind == Value::kString) {
           std::string r;
           for (long long k = 0; k < n; ++k) r += seq->s;
@@ -1399,9 +1409,23 @@ class Renderer {
     if (!a.is_number() || !b.is_number()) throw unsupported();
     const bool ints = a.kind != Value::kFloat && b.kind != Value::kFloat;
     const long long ai = a.kind == Value::kInt ? a.i : a.b, bi = b.kind == Value::kInt ? b.i : b.b;
-    if (op == "+") return ints ? Value::integer(ai + bi) : Value::real(a.num() + b.num());
-    if (op == "-") return ints ? Value::integer(ai - bi) : Value::real(a.num() - b.num());
-    if (op == "*") return ints ? Value::integer(ai * bi) : Value::real(a.num() * b.num());
+    // Python's integers are unbounded, ours are 64-bit: an overflow is an error, never UB.
+    long long r = 0;
+    if (op == "+") {
+      if (!ints) return Value::real(a.num() + b.num());
+      if (__builtin_add_overflow(ai, bi, &r)) throw Failure("integer overflow in +");
+      return Value::integer(r);
+    }
+    if (op == "-") {
+      if (!ints) return Value::real(a.num() - b.num());
+      if (__builtin_sub_overflow(ai, bi, &r)) throw Failure("integer overflow in -");
+      return Value::integer(r);
+    }
+    if (op == "*") {
+      if (!ints) return Value::real(a.num() * b.num());
+      if (__builtin_mul_overflow(ai, bi, &r)) throw Failure("integer overflow in *");
+      return Value::integer(r);
+    }
     if (op == "/") {
       if (b.num() == 0) throw Failure("division by zero");
       return Value::real(a.num() / b.num());
@@ -1409,6 +1433,7 @@ class Renderer {
     if (op == "//" || op == "%") {
       if (b.num() == 0) throw Failure(ints ? "integer division or modulo by zero" : "float modulo");
       if (ints) {
+        if (ai == LLONG_MIN && bi == -1) throw Failure(fmt::format("integer overflow in {}", op));
         long long q = ai / bi, r = ai % bi;
         if (r != 0 && ((r < 0) != (bi < 0))) { --q; r += bi; }
         return Value::integer(op == "//" ? q : r);

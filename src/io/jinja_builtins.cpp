@@ -251,7 +251,7 @@ std::string py_format(const std::string& f, const CallArgs& a) {
     if (field.find_first_of(":!.[") != std::string::npos) throw Failure("str.format: format specs are not supported");
     const Value* v = nullptr;
     if (field.empty()) v = auto_idx < a.pos.size() ? &a.pos[auto_idx++] : nullptr;
-    else if (std::all_of(field.begin(), field.end(), ::isdigit)) { const auto k = std::stoul(field); v = k < a.pos.size() ? &a.pos[k] : nullptr; }
+    else if (std::all_of(field.begin(), field.end(), ::isdigit)) { const auto k = static_cast<std::size_t>(parse_digits(field, "str.format field")); v = k < a.pos.size() ? &a.pos[k] : nullptr; }
     else for (const auto& [k, x] : a.kw) if (k == field) v = &x;
     if (!v) throw Failure(fmt::format("str.format: no argument for field '{{{}}}'", field));
     out += to_str(*v);
@@ -426,7 +426,7 @@ Value attr_path(const Value& v, const std::string& path) {
   while (true) {
     const std::size_t dot = path.find('.', pos);
     const std::string part = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
-    if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)) cur = get_item(cur, Value::integer(std::stoll(part)));
+    if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)) cur = get_item(cur, Value::integer(parse_digits(part, "attribute index")));
     else cur = get_item(cur, Value::str(part));
     if (dot == std::string::npos) return cur;
     pos = dot + 1;
@@ -603,7 +603,7 @@ std::string percent_format(const std::string& f, const Value& args) {
       v = &items[next++];
     }
     std::string body;
-    const int p = has_prec ? (prec.empty() ? 0 : std::stoi(prec)) : -1;
+    const int p = has_prec ? static_cast<int>(parse_digits(prec, "format precision", 1 << 20)) : -1;
     switch (conv) {
       case 's': body = to_str(*v); if (p >= 0) { auto cs = chars_of(body); body.clear(); for (int k = 0; k < p && k < static_cast<int>(cs.size()); ++k) body += cs[static_cast<std::size_t>(k)]; } break;
       case 'r': case 'a': body = to_repr(*v); break;
@@ -612,7 +612,7 @@ std::string percent_format(const std::string& f, const Value& args) {
         const double d = v->kind == Value::kInt ? 0 : to_float(*v, ok);
         if (v->kind == Value::kString) throw Failure(fmt::format("%{} format: a real number is required, not str", conv));
         const long long n = v->kind == Value::kInt ? v->i : static_cast<long long>(std::trunc(d));
-        body = std::to_string(n < 0 ? -n : n);
+        body = std::to_string(n < 0 ? 0ULL - static_cast<unsigned long long>(n) : static_cast<unsigned long long>(n));
         if (p > static_cast<int>(body.size())) body = std::string(static_cast<std::size_t>(p) - body.size(), '0') + body;
         body = (n < 0 ? "-" : flags.find('+') != std::string::npos ? "+" : flags.find(' ') != std::string::npos ? " " : "") + body;
         break;
@@ -627,14 +627,15 @@ std::string percent_format(const std::string& f, const Value& args) {
       case 'x': case 'X': case 'o': {
         if (v->kind != Value::kInt && v->kind != Value::kBool) throw Failure(fmt::format("%{} format: an integer is required, not {}", conv, type_name(*v)));
         const long long n = v->kind == Value::kInt ? v->i : v->b;
-        body = fmt::format(fmt::runtime(std::string("{:") + (flags.find('#') != std::string::npos ? "#" : "") + conv + "}"), n < 0 ? -n : n);
+        body = fmt::format(fmt::runtime(std::string("{:") + (flags.find('#') != std::string::npos ? "#" : "") + conv + "}"),
+                           n < 0 ? 0ULL - static_cast<unsigned long long>(n) : static_cast<unsigned long long>(n));
         if (n < 0) body = "-" + body;
         break;
       }
       case 'c': body = v->kind == Value::kInt ? utf8::encode(static_cast<std::uint32_t>(v->i)) : to_str(*v); break;
       default: throw Failure(fmt::format("unsupported format character '{}'", conv));
     }
-    const long long w = width.empty() ? 0 : std::stoll(width);
+    const long long w = parse_digits(width, "format width", 1 << 20);
     if (static_cast<long long>(n_chars(body)) < w) {
       const std::size_t fill = static_cast<std::size_t>(w) - n_chars(body);
       if (flags.find('-') != std::string::npos) body += std::string(fill, ' ');

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <stdexcept>
+#include <climits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,18 @@ struct Failure : std::runtime_error {
   explicit Failure(const std::string& what, int line_no = 0) : std::runtime_error(what), line(line_no) {}
   int line = 0;
 };
+
+/// Decimal digits as an integer; a value above `limit` (or beyond 64 bits) is a Failure naming
+/// `what`, never std::out_of_range or a wrapped number.
+inline long long parse_digits(const std::string& digits, const char* what, long long limit = LLONG_MAX) {
+  long long v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') throw Failure(std::string(what) + ": not a number");
+    if (v > (limit - (c - '0')) / 10) throw Failure(std::string(what) + " too large");
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
 
 struct Value;
 using Array = std::vector<Value>;
