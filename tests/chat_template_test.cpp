@@ -431,6 +431,9 @@ TEST(Jinja, Errors) {
   testing::expect_error([] { render("{{ -9223372036854775807 - 2 }}"); }, {"integer overflow in -"});
   testing::expect_error([] { render("{{ 4294967296 * 4294967296 }}"); }, {"integer overflow in *"});
   testing::expect_error([] { render("{{ 'ab' * 100000000000 }}"); }, {"sequence repetition too large"});
+  // Found by the chat_template fuzz harness (a null slice base evaluated: UBSan).
+  testing::expect_error([] { jinja::Template("{% for m in messages[::,2] %}{% endfor %}", "t"); },
+                        {"t: line 1", "a slice inside a tuple subscript is not supported"});
   // Values that fit behave as in Python (jinja2 3.1.6 prints these).
   EXPECT_EQ(render("{{ 9223372036854775806 + 1 }} {{ 1e999 }} {{ '%5d|%-4s|' % (42, 'x') }} {{ 'ab' * 3 }}"),
             "9223372036854775807 inf    42|x   | ababab");

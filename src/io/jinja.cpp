@@ -781,6 +781,8 @@ class Parser {
       parts[0]->args[0] = base;
       return parts[0];
     }
+    for (const ExprP& part : parts)  // a slice has no base inside a tuple (found by fuzzing: x[::,2])
+      if (part->kind == Expr::kSlice) fail("a slice inside a tuple subscript is not supported");
     ExprP ix = make(Expr::kItem, line);
     if (parts.size() == 1) {
       ix->args = {base, parts[0]};
