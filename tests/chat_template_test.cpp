@@ -452,6 +452,13 @@ TEST(ChatTemplate, LoadErrors) {
   const fs::path p = tmp_dir() / "no_template.json";
   std::ofstream(p) << "{\"bos_token\": \"<s>\"}";
   testing::expect_error([&] { load_chat_template(p.string()); }, {p.string(), "no chat template", "chat_template.jinja"});
+  // Found by the chat_template fuzz harness: a list entry whose "name" is not a string threw
+  // nlohmann's type_error out of the loader; now such entries are skipped.
+  const fs::path odd = tmp_dir() / "odd_names.json";
+  std::ofstream(odd) << R"({"chat_template": [{"name": {"x": 1}, "template": "A"}, {"name": "default", "template": "B"}]})";
+  EXPECT_EQ(load_chat_template(odd.string()).source, "B");
+  std::ofstream(odd) << R"({"chat_template": [{"name": 7, "template": "A"}]})";
+  testing::expect_error([&] { load_chat_template(odd.string()); }, {odd.string(), "no 'default' entry"});
   EXPECT_THROW(chat_messages_from_json(nlohmann::json::parse("[{\"role\": \"user\"}]"), "m"), Error);
   EXPECT_THROW(chat_messages_from_json(nlohmann::json::parse("{}"), "m"), Error);
   testing::expect_error([] { chat_messages_json(ojson::parse("[{\"content\": \"x\"}]"), "msgs"); }, {"msgs: message 0"});

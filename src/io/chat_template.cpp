@@ -103,7 +103,9 @@ ChatTemplate load_chat_template(const std::string& path) {
   } else if (ct.is_array()) {
     bool found = false;
     for (const auto& e : ct) {
-      if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string()) {
+      // Only string fields count (a non-string "name" made json::value throw: a fuzz finding).
+      const auto is_str = [&](const char* k) { return e.is_object() && e.contains(k) && e[k].is_string(); };
+      if (is_str("name") && e["name"].get<std::string>() == "default" && is_str("template")) {
         source = e["template"].get<std::string>();
         found = true;
       }
