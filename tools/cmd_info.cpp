@@ -7,6 +7,7 @@
 #include "io/error.h"
 #include "io/hf_tokenizer.h"
 #include "model/model.h"
+#include "model/model_summary.h"
 
 namespace kvcompact::cli {
 Runner register_info(CLI::App& app, CommonOptions& common) {
@@ -19,23 +20,7 @@ Runner register_info(CLI::App& app, CommonOptions& common) {
     const ModelConfig& c = model.config;
     const long long params = parameter_count(c);
     if (common.json) {
-      print_json({{"model", model.path},
-                  {"architecture", c.architecture},
-                  {"dim", c.dim},
-                  {"hidden_dim", c.hidden_dim},
-                  {"n_layers", c.n_layers},
-                  {"n_heads", c.n_heads},
-                  {"n_kv_heads", c.n_kv_heads},
-                  {"head_dim", c.head_dim},
-                  {"vocab_size", c.vocab_size},
-                  {"max_seq_len", c.max_seq_len},
-                  {"rope_theta", c.rope_theta},
-                  {"norm_eps", c.norm_eps},
-                  {"tied_classifier", c.tied_classifier},
-                  {"parameters", params},
-                  {"tokenizer_vocab_size", model.tokenizer->vocab_size()},
-                  {"bos_id", model.tokenizer->bos_id()},
-                  {"eos_id", model.tokenizer->eos_id()}});
+      print_json(model_summary(model));
       return 0;
     }
     fmt::print("model         {}\n", model.path);

@@ -87,6 +87,8 @@ def get_threads() -> int:
     """OpenMP's current maximum number of threads."""
 
 class ModelConfig(TypedDict):
+    """The library's model summary (the keys of `kvcompact info --json`) plus adds_bos."""
+    model: str
     architecture: str
     dim: int
     hidden_dim: int
@@ -98,6 +100,8 @@ class ModelConfig(TypedDict):
     max_seq_len: int
     rope_theta: float
     norm_eps: float
+    tied_classifier: bool
+    parameters: int
     bos_id: int
     eos_id: int
     adds_bos: bool

@@ -11,6 +11,7 @@
 #include "arrays.h"
 #include "model/generate.h"
 #include "model/model.h"
+#include "model/model_summary.h"
 #include "model/sampler.h"
 #include "model/transformer.h"
 
@@ -29,23 +30,10 @@ class PyModel {
   }
 
   py::dict config() const {
-    const ModelConfig& c = model_.config;
-    py::dict d;
-    d["architecture"] = c.architecture;
-    d["dim"] = c.dim;
-    d["hidden_dim"] = c.hidden_dim;
-    d["n_layers"] = c.n_layers;
-    d["n_heads"] = c.n_heads;
-    d["n_kv_heads"] = c.n_kv_heads;
-    d["head_dim"] = c.head_dim;
-    d["vocab_size"] = c.vocab_size;
-    d["max_seq_len"] = c.max_seq_len;
-    d["rope_theta"] = c.rope_theta;
-    d["norm_eps"] = c.norm_eps;
-    d["bos_id"] = model_.tokenizer->bos_id();
-    d["eos_id"] = model_.tokenizer->eos_id();
-    d["adds_bos"] = model_.tokenizer->adds_bos();
-    d["tokenizer_vocab_size"] = model_.tokenizer->vocab_size();
+    // The library's summary (the same object as `kvcompact info --json`), plus adds_bos.
+    nlohmann::json j = model_summary(model_);
+    j["adds_bos"] = model_.tokenizer->adds_bos();
+    py::dict d = py::module_::import("json").attr("loads")(j.dump());
     return d;
   }
 

@@ -13,7 +13,8 @@ from conftest import CLI, PYTHON, ROOT, SMOLLM2, STORIES, TINYSTORIES, cli_json,
 
 def test_config_and_tokenizer_equal_cli(stories):
     info = cli_json("info", "--model", str(STORIES))
-    for k in ["dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "head_dim", "vocab_size"]:
+    assert set(stories.config) == set(info) | {"adds_bos"}
+    for k in info:
         assert stories.config[k] == info[k], k
     text = "Lily saw a cat. It was big and soft!"
     tok = cli_json("tokenize", "--model", str(STORIES), "--text", text)
