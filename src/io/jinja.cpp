@@ -675,7 +675,7 @@ class Parser {
       }
       case Tok::kInt: {
         ExprP e = make(Expr::kConst, t.line);
-        try { e->value = Value::integer(std::stoll(t.text)); } catch (...) { --p_; fail("integer literal too large"); }
+        try { e->value = Value::integer(parse_digits(t.text, "integer literal")); } catch (const Failure&) { --p_; fail("integer literal too large"); }
         return e;
       }
       case Tok::kFloat: {  // strtod: an overflow is inf, as Python's float('1e999'), not an exception

@@ -317,12 +317,7 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
       if (src < 0 || src >= n) throw Error(fmt::format("forward: logit row {} outside the {} new tokens", src, n));
       std::copy_n(x + static_cast<std::size_t>(src) * dim, dim, picked.data() + static_cast<std::size_t>(r) * dim);
     }
-    xr = picked.data();
-  }
-  std::vector<float> picked_norm;
-  if (rows > n) {  // more listed rows than tokens: the workspace holds n rows
-    picked_norm.resize(picked.size());
-    xn = picked_norm.data();
+    xr = xn = picked.data();  // normalised in place (the workspace holds only n rows)
   }
   rmsnorm(xr, weights_.final_norm.data(), xn, rows, dim, c.norm_eps);
   logits.resize(static_cast<std::size_t>(rows) * c.vocab_size);
