@@ -13,6 +13,9 @@
 #include <string>
 
 #include "io/error.h"
+#include "io/hf_config.h"
+#include "io/hf_tokenizer.h"
+#include "io/json_number.h"
 #include "io/kvc_file.h"
 #include "io/llama2c_checkpoint.h"
 #include "analysis/task_suite.h"
@@ -141,6 +144,49 @@ TEST(FuzzRegression, KvcEmptyHeadsAndEmptyContextParse) {
   EXPECT_TRUE(back.context_tokens.empty());
   EXPECT_EQ(back.cache.head(0, 1).length(), 0u);
   EXPECT_EQ(back.last_logits, f.last_logits);
+}
+
+// hf_tokenizer_fuzz (CI fuzz smoke of stop 19): a vocabulary id written as 1e59 reached
+// nlohmann::json's get<int>(), an out-of-range float-to-int conversion (UBSan: "1e+59 is outside
+// the range of representable values of type 'int'"). Every integer read from JSON now goes through
+// json_int (io/json_number.h).
+TEST(FuzzRegression, HfTokenizerFloatVocabIdIsAnError) {
+  const std::string path = scratch("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1e59}, "merges": []}})");
+  expect_error([&] { const HfTokenizer tok(path, ""); }, {path, "model.vocab", "'b'", "not an int32 integer"});
+  const std::string big = scratch("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 4294967296}, "merges": []}})");
+  expect_error([&] { const HfTokenizer tok(big, ""); }, {"model.vocab", "not an int32 integer"});
+}
+
+// The same class of input in config.json: 2^32 + 1 used to narrow silently to token id 1.
+TEST(FuzzRegression, HfConfigTokenIdsBeyondInt32AreErrors) {
+  const std::string base = R"({"architectures":["LlamaForCausalLM"],"hidden_size":8,"intermediate_size":16,"num_hidden_layers":1,"num_attention_heads":2,"vocab_size":10,)";
+  expect_error([&] { (void)parse_hf_config(base + R"("bos_token_id": 4294967297})", "config.json"); },
+               {"config.json", "bos_token_id", "int32"});
+  expect_error([&] { (void)parse_hf_config(base + R"("eos_token_id": 1e59})", "config.json"); },
+               {"config.json", "eos_token_id", "int32"});
+  expect_error([&] { (void)parse_hf_config(base + R"("eos_token_id": [2, 3.5]})", "config.json"); },
+               {"config.json", "eos_token_id"});
+  EXPECT_EQ(parse_hf_config(base + R"("bos_token_id": 7, "eos_token_id": [2, 3]})", "config.json").bos_token_id, 7);
+}
+
+// json_int against values worked out by hand: only JSON integers within int32 pass.
+TEST(FuzzRegression, JsonIntAcceptsExactlyInt32Integers) {
+  using nlohmann::json;
+  EXPECT_EQ(json_int(json::parse("2147483647")), 2147483647);
+  EXPECT_EQ(json_int(json::parse("-2147483648")), -2147483647 - 1);
+  EXPECT_EQ(json_int(json::parse("0")), 0);
+  for (const char* bad : {"2147483648", "-2147483649", "1e59", "3.0", "-1e300", "true", "\"3\"", "null", "[1]",
+                          "18446744073709551615"})
+    EXPECT_FALSE(json_int(json::parse(bad)).has_value()) << bad;
+  expect_error([] { (void)json_int(json::parse("1e59"), "f.json", "n_layers"); },
+               {"f.json: n_layers: expected an int32 integer, got 1e+59"});
+  EXPECT_EQ(json_int_list(json::parse("[1, -2, 3]"), "f.json", "ks"), (std::vector<int>{1, -2, 3}));
+  expect_error([] { (void)json_int_list(json::parse("[1, 2.5]"), "f.json", "ks"); }, {"f.json: ks:", "2.5"});
+  expect_error([] { (void)json_int_list(json::parse("7"), "f.json", "ks"); }, {"f.json: ks: expected a list"});
+  EXPECT_EQ(json_uint64(json::parse("18446744073709551615"), "f", "seed"), 18446744073709551615ULL);
+  expect_error([] { (void)json_uint64(json::parse("-1"), "f", "seed"); }, {"f: seed: expected a non-negative"});
+  EXPECT_EQ(json_int64(json::parse("-9223372036854775808"), "f", "tokens"), INT64_MIN);
+  expect_error([] { (void)json_int64(json::parse("9223372036854775808"), "f", "tokens"); }, {"f: tokens:"});
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "io/atomic_file.h"
 #include "io/error.h"
+#include "io/json_number.h"
 #include "io/json_file.h"
 #include "model/model_fingerprint.h"
 #include "model/transformer.h"
@@ -83,10 +84,10 @@ HeadMeans read_head_means(const std::string& path) {
   HeadMeans m;
   try {
     m.model_fingerprint = j.at("model_fingerprint").get<std::string>();
-    m.n_layers = j.at("n_layers").get<int>();
-    m.n_heads = j.at("n_heads").get<int>();
-    m.head_dim = j.at("head_dim").get<int>();
-    m.tokens = j.at("tokens").get<long long>();
+    m.n_layers = json_int(j.at("n_layers"), path, "n_layers");
+    m.n_heads = json_int(j.at("n_heads"), path, "n_heads");
+    m.head_dim = json_int(j.at("head_dim"), path, "head_dim");
+    m.tokens = json_int64(j.at("tokens"), path, "tokens");
     m.values = j.at("values").get<std::vector<std::vector<float>>>();
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: not a head-means file ({})", path, e.what()));

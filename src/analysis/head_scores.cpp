@@ -10,6 +10,7 @@
 #include "analysis/answer_generation.h"
 #include "io/atomic_file.h"
 #include "io/error.h"
+#include "io/json_number.h"
 #include "io/json_file.h"
 #include "model/model_fingerprint.h"
 #include "model/transformer.h"
@@ -274,9 +275,9 @@ HeadScores read_head_scores(const std::string& path, const ModelConfig* config) 
     s.model_fingerprint = j.value("model_fingerprint", std::string());
     s.order = j.value("order", std::string());
     field = "n_layers";
-    s.n_layers = j.at("n_layers").get<int>();
+    s.n_layers = json_int(j.at("n_layers"), path, "n_layers");
     field = "n_heads";
-    s.n_heads = j.at("n_heads").get<int>();
+    s.n_heads = json_int(j.at("n_heads"), path, "n_heads");
     field = "n_kv_heads";
     s.n_kv_heads = j.value("n_kv_heads", s.n_heads);
     s.items = j.value("items", 0);
@@ -290,8 +291,8 @@ HeadScores read_head_scores(const std::string& path, const ModelConfig* config) 
       if (!e.at("layer").is_number_integer() || !e.at("head").is_number_integer())
         throw Error(fmt::format("{}: {}: layer and head must be whole numbers", path, field));
       HeadScore h;
-      h.head.layer = e.at("layer").get<int>();
-      h.head.head = e.at("head").get<int>();
+      h.head.layer = json_int(e.at("layer"), path, "layer");
+      h.head.head = json_int(e.at("head"), path, "head");
       h.score = e.at("score").get<double>();
       if (e.contains("name") && e.at("name").get<std::string>() != query_head_name(h.head))
         throw Error(fmt::format("{}: {}: name \"{}\" does not match layer {} head {}", path, field,

@@ -18,6 +18,7 @@
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "io/error.h"
+#include "io/json_number.h"
 #include "model/model_fingerprint.h"
 #include "model/transformer.h"
 
@@ -312,7 +313,7 @@ DocumentInfluence read_document(const std::string& path, const std::string& fing
     if (j.at("grid").get<std::vector<double>>() != o.grid) throw mismatch("ratio grid");
     if (j.at("baseline_ratio").get<double>() != o.baseline_ratio) throw mismatch("baseline ratio");
     if (j.at("context_frac").get<double>() != o.context_frac) throw mismatch("context fraction");
-    if (j.at("seed").get<uint64_t>() != o.seed) throw mismatch("seed");
+    if (json_uint64(j.at("seed"), path, "seed") != o.seed) throw mismatch("seed");
     // Files of earlier versions lack these keys: plain continuation, uniform baseline.
     const nlohmann::json budgets = j.contains("budgets") ? j["budgets"] : nlohmann::json(nullptr);
     const nlohmann::json want = budgets_json(o);
@@ -324,9 +325,9 @@ DocumentInfluence read_document(const std::string& path, const std::string& fing
     if ((j.contains("qa") ? j["qa"] : nlohmann::json(nullptr)) != kind.qa)
       throw mismatch("QA setting (answer length, prompt template, context cap or --chat)");
     DocumentInfluence r;
-    r.document = j.at("document").get<int>();
-    r.context_tokens = j.at("context_tokens").get<int>();
-    r.eval_tokens = j.at("eval_tokens").get<int>();
+    r.document = json_int(j.at("document"), path, "document");
+    r.context_tokens = json_int(j.at("context_tokens"), path, "context_tokens");
+    r.eval_tokens = json_int(j.at("eval_tokens"), path, "eval_tokens");
     r.spans = j.value("spans", 1);
     r.baseline_nll = j.at("baseline_nll").get<double>();
     r.seconds = j.value("seconds", 0.0);

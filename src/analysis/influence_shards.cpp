@@ -8,6 +8,7 @@
 
 #include "io/atomic_file.h"
 #include "io/error.h"
+#include "io/json_number.h"
 #include "io/json_file.h"
 #include "model/model_fingerprint.h"
 
@@ -61,10 +62,10 @@ InfluenceStudy make_study(nlohmann::json settings) {
   const std::string text = settings.dump();
   st.id = fmt::format("{:016x}", fnv1a64(text.data(), text.size()));
   try {
-    const int L = settings.at("n_layers").get<int>(), H = settings.at("n_kv_heads").get<int>();
+    const int L = json_int(settings.at("n_layers"), "study settings", "n_layers"), H = json_int(settings.at("n_kv_heads"), "study settings", "n_kv_heads");
     for (const auto& name : settings.at("heads"))
       st.heads.push_back(parse_head_names(name.get<std::string>(), L, H).at(0));
-    st.documents = settings.at("documents").get<int>();
+    st.documents = json_int(settings.at("documents"), "study settings", "documents");
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("study settings: malformed ({})", e.what()));
   }
@@ -100,11 +101,11 @@ InfluenceUnit read_unit(const std::string& path, const std::string& study, int n
     if (!study.empty() && u.study != study)
       throw Error(fmt::format("{}: belongs to study {}, not {} (different model or settings); use another folder",
                               path, u.study, study));
-    u.document = j.at("document").get<int>();
+    u.document = json_int(j.at("document"), path, "document");
     u.head = parse_head_names(j.at("head").get<std::string>(), n_layers, n_kv_heads).at(0);
-    u.context_tokens = j.at("context_tokens").get<int>();
-    u.eval_tokens = j.at("eval_tokens").get<int>();
-    u.spans = j.at("spans").get<int>();
+    u.context_tokens = json_int(j.at("context_tokens"), path, "context_tokens");
+    u.eval_tokens = json_int(j.at("eval_tokens"), path, "eval_tokens");
+    u.spans = json_int(j.at("spans"), path, "spans");
     u.baseline_nll = j.at("baseline_nll").get<double>();
     u.seconds = j.value("seconds", 0.0);
     u.delta = j.at("delta").get<std::vector<double>>();
@@ -139,8 +140,8 @@ std::vector<Manifest> read_manifests(const std::string& dir) {
       m.study = make_study(j.at("settings"));
       if (m.study.id != j.at("study").get<std::string>())
         throw Error(fmt::format("{}: its study id does not match its settings (edited?)", m.path));
-      m.shard.index = j.at("shard").at("index").get<int>();
-      m.shard.count = j.at("shard").at("count").get<int>();
+      m.shard.index = json_int(j.at("shard").at("index"), m.path, "shard.index");
+      m.shard.count = json_int(j.at("shard").at("count"), m.path, "shard.count");
     } catch (const nlohmann::json::exception& e) {
       throw Error(fmt::format("{}: malformed shard manifest ({})", m.path, e.what()));
     }
@@ -190,7 +191,7 @@ StudyStatus study_status(const std::vector<std::string>& dirs) {
   if (first_dir.empty())
     throw Error(fmt::format("{}: no shard manifests (shards/shard_*.json); was the sweep run with --shard I/N?",
                             dirs[0]));
-  const int L = st.study.settings.at("n_layers").get<int>(), H = st.study.settings.at("n_kv_heads").get<int>();
+  const int L = json_int(st.study.settings.at("n_layers"), "study settings", "n_layers"), H = json_int(st.study.settings.at("n_kv_heads"), "study settings", "n_kv_heads");
   const std::size_t nh = st.study.heads.size();
   st.units = static_cast<std::size_t>(st.study.documents) * nh;
   st.unit_files.assign(st.units, "");
@@ -235,7 +236,7 @@ StudyStatus study_status(const std::vector<std::string>& dirs) {
 InfluenceCurves merge_units(const StudyStatus& st) {
   if (st.done == 0) throw Error(fmt::format("{}: no finished units to merge", st.dirs.at(0)));
   const nlohmann::json& s = st.study.settings;
-  const int L = s.at("n_layers").get<int>(), H = s.at("n_kv_heads").get<int>();
+  const int L = json_int(s.at("n_layers"), "study settings", "n_layers"), H = json_int(s.at("n_kv_heads"), "study settings", "n_kv_heads");
   InfluenceCurves curves;
   try {
     curves.model_fingerprint = s.at("model_fingerprint").get<std::string>();

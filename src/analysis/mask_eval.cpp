@@ -15,6 +15,7 @@
 #include "analysis/chrf.h"
 #include "io/atomic_file.h"
 #include "io/error.h"
+#include "io/json_number.h"
 #include "io/json_file.h"
 #include "model/model_fingerprint.h"
 
@@ -332,16 +333,16 @@ MaskEvalResult mask_eval_from_json(const nlohmann::json& j, const std::string& s
     r.reference = j.at("reference").get<std::string>();
     r.metrics = j.at("metrics").get<std::vector<std::string>>();
     r.families = j.at("families").get<std::vector<std::string>>();
-    r.ks = j.at("ks").get<std::vector<int>>();
-    r.random_seeds = j.at("random_seeds").get<int>();
-    r.n_heads_total = j.at("n_heads_total").get<int>();
+    r.ks = json_int_list(j.at("ks"), source, "ks");
+    r.random_seeds = json_int(j.at("random_seeds"), source, "random_seeds");
+    r.n_heads_total = json_int(j.at("n_heads_total"), source, "n_heads_total");
     r.topk_heads = j.value("topk_heads", std::vector<std::string>());
     for (const nlohmann::json& row : j.at("rows"))
-      r.rows.push_back({row.at("family").get<std::string>(), row.at("k").get<int>(),
+      r.rows.push_back({row.at("family").get<std::string>(), json_int(row.at("k"), source, "k"),
                         row.at("condition").get<std::string>(), row.at("metric").get<std::string>(),
                         row.at("mean").is_null() ? std::nan("") : row.at("mean").get<double>(),
                         row.at("sem").is_null() ? std::nan("") : row.at("sem").get<double>(),
-                        row.at("draws").get<int>(), row.at("items").get<int>()});
+                        json_int(row.at("draws"), source, "draws"), json_int(row.at("items"), source, "items")});
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: malformed mask-eval result ({})", source, e.what()));
   }

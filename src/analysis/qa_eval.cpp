@@ -15,6 +15,7 @@
 #include "compaction/head_compaction.h"
 #include "io/atomic_file.h"
 #include "io/error.h"
+#include "io/json_number.h"
 #include "io/text_documents.h"
 #include "model/generate_from_cache.h"
 #include "model/model_fingerprint.h"
@@ -102,7 +103,7 @@ QaAnswerStore::QaAnswerStore(const std::string& dir, uint64_t fingerprint, int v
   for (const auto& [key, v] : j["answers"].items()) {
     QaReferenceAnswer a;
     try {
-      a.tokens = v.at("tokens").get<std::vector<int>>();
+      a.tokens = json_int_list(v.at("tokens"), path_, "answers." + key + ".tokens");
       a.text = v.at("text").get<std::string>();
     } catch (const nlohmann::json::exception&) {
       throw Error(fmt::format("{}: answer {} lacks 'tokens' or 'text'", path_, key));

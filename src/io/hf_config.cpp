@@ -1,4 +1,5 @@
 #include "io/hf_config.h"
+#include "io/json_number.h"
 
 #include <cmath>
 #include <fstream>
@@ -82,17 +83,21 @@ ModelConfig parse_hf_config(const std::string& text, const std::string& name) {
   else hf_llama_family(r, c);
 
   if (r.present("bos_token_id")) {
-    if (!j["bos_token_id"].is_number_integer()) r.fail("field bos_token_id is not an integer");
-    c.bos_token_id = j["bos_token_id"].get<int>();
+    const auto bos = json_int(j["bos_token_id"]);
+    if (!bos) r.fail("field bos_token_id is not an int32 integer");
+    c.bos_token_id = *bos;
   }
   if (r.present("eos_token_id")) {
     const json& e = j["eos_token_id"];
-    if (e.is_number_integer()) {
-      c.eos_token_ids.push_back(e.get<int>());
+    if (e.is_number()) {
+      const auto eos = json_int(e);
+      if (!eos) r.fail("field eos_token_id is not an int32 integer");
+      c.eos_token_ids.push_back(*eos);
     } else if (e.is_array()) {
       for (const json& x : e) {
-        if (!x.is_number_integer()) r.fail("field eos_token_id holds a non-integer");
-        c.eos_token_ids.push_back(x.get<int>());
+        const auto eos = json_int(x);
+        if (!eos) r.fail("field eos_token_id holds a non-integer or one beyond int32");
+        c.eos_token_ids.push_back(*eos);
       }
     } else {
       r.fail("field eos_token_id is not an integer or a list");

@@ -2,6 +2,7 @@
 // library (Rust; tokenizers/src/tokenizer/added_vocabulary.rs, normalizer.rs, pre_tokenizers/,
 // models/bpe/), the reference the tests compare against (tests/ref/hf_tokenize.py).
 #include "io/hf_tokenizer.h"
+#include "io/json_number.h"
 
 #include <fmt/format.h>
 
@@ -455,7 +456,9 @@ HfTokenizer::HfTokenizer(const nlohmann::json& j, const std::string& path, const
     vocab.reserve(mj["vocab"].size() * 2);
     int max_id = -1;
     for (auto it = mj["vocab"].begin(); it != mj["vocab"].end(); ++it) {
-      const int id = it.value().get<int>();
+      const auto parsed = json_int(it.value());
+      if (!parsed) throw fail(fmt::format("model.vocab: id {} for '{}' is not an int32 integer", it.value().dump(), it.key()));
+      const int id = *parsed;
       if (id < 0) throw fail(fmt::format("model.vocab: negative id {} for '{}'", id, it.key()));
       vocab.emplace(it.key(), id);
       max_id = std::max(max_id, id);
@@ -609,7 +612,7 @@ HfTokenizer::HfTokenizer(const nlohmann::json& j, const std::string& path, const
             // The ids come from the processor's own special_tokens map, as in the library.
             const std::string tok = item["SpecialToken"].at("id").get<std::string>();
             if (!specials.contains(tok)) throw fail(fmt::format("TemplateProcessing: missing SpecialToken '{}'", tok));
-            std::vector<int> ids = specials[tok].at("ids").get<std::vector<int>>();
+            std::vector<int> ids = json_int_list(specials[tok].at("ids"), path, "post_processor special_tokens." + tok + ".ids");
             if (ids.empty()) throw fail(fmt::format("TemplateProcessing: SpecialToken '{}' has no ids", tok));
             m.template_single.push_back(std::move(ids));
           } else if (item.contains("Sequence")) {
