@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "model/weight_matrix.h"
-#include "ops/dequant.h"
-#include "ops/half.h"
+#include "core/weight_matrix.h"
+#include "core/dequant.h"
+#include "core/half.h"
 #include "ops/matmul.h"
 
 namespace kvcompact {

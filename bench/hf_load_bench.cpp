@@ -29,9 +29,9 @@
 #include <omp.h>
 
 #include "io/safetensors.h"
-#include "model/hf_loader.h"
+#include "loaders/hf_loader.h"
 #include "model/transformer.h"
-#include "ops/half.h"
+#include "core/half.h"
 
 namespace kvcompact {
 namespace {

@@ -20,6 +20,7 @@
 #include "compaction/head_compaction.h"
 #include "compaction/reference_queries.h"
 #include "io/text_documents.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "model/transformer.h"
 

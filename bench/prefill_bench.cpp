@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "model/transformer.h"
 

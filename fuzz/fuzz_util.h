@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact::fuzz {
 

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "fuzz_util.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 
 using namespace kvcompact;

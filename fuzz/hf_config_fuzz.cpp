@@ -2,7 +2,7 @@
 #include <cstdint>
 
 #include "fuzz_util.h"
-#include "io/hf_config.h"
+#include "loaders/hf_config.h"
 
 using namespace kvcompact;
 

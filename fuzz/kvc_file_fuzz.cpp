@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "fuzz_util.h"
-#include "io/kvc_file.h"
+#include "loaders/kvc_file.h"
 
 using namespace kvcompact;
 

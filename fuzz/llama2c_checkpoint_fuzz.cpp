@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "fuzz_util.h"
-#include "io/llama2c_checkpoint.h"
+#include "loaders/llama2c_checkpoint.h"
 
 using namespace kvcompact;
 

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "fuzz_util.h"
-#include "io/llama2c_checkpoint.h"
+#include "loaders/llama2c_checkpoint.h"
 
 using namespace kvcompact;
 

@@ -7,8 +7,9 @@
 #include "analysis/answer_generation.h"
 #include "analysis/head_intervention.h"
 #include "analysis/perplexity.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "model/generate.h"
+#include "loaders/model_loader.h"
 
 namespace kvcompact {
 namespace {

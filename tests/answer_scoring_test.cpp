@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "analysis/answer_scoring.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

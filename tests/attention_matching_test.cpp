@@ -12,7 +12,7 @@
 #include "compaction/head_attention.h"
 #include "compaction/head_compaction.h"
 #include "compaction/least_squares.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

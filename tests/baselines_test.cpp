@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "compaction/attention_matching.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {
@@ -78,7 +78,7 @@ TEST(Baselines, AttnNoFitUsesAttentionMatchingKeysAndOriginalValues) {
   for (SelectionScore s : {SelectionScore::Rms, SelectionScore::Mean, SelectionScore::Max}) {
     AttentionMatchingOptions opt;
     opt.score = s;
-    const CompactedHead c = compact_attn_nofit(in, 5, s);
+    const CompactedHead c = compact_attn_nofit(in, 5, opt);
     EXPECT_EQ(c.selected, AttentionMatcher(in, opt).select(5));
     EXPECT_EQ(c.beta, std::vector<float>(5, 0.0f));
     for (int j = 0; j < 5; ++j)

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <random>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "test_util.h"
 
 namespace kvcompact {

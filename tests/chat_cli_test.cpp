@@ -17,9 +17,10 @@
 #include "analysis/influence.h"
 #include "analysis/qa_eval.h"
 #include "hf_test_util.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/hf_tokenizer.h"
 #include "io/json_file.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 
 namespace kvcompact {

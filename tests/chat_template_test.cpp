@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "analysis/qa_eval.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/jinja.h"
 #include "python_ref.h"
 #include "test_util.h"

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "analysis/chrf.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

@@ -4,9 +4,10 @@
 #include <set>
 
 #include "analysis/cloze_generator.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/qa_dataset.h"
 #include "io/text_documents.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 
 namespace kvcompact {

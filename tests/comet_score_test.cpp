@@ -10,7 +10,7 @@
 #include <string>
 
 #include "analysis/comet_score.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

@@ -1,5 +1,9 @@
 // Whole-cache compaction on the real stories260K model: invariants of the compacted caches.
 #include "compaction/compact_cache.h"
+#include "compaction/methods/am.h"
+#include "compaction/methods/h2o.h"
+#include "compaction/methods/snapkv.h"
+#include "compaction/methods/streaming.h"
 
 #include <gtest/gtest.h>
 
@@ -8,8 +12,9 @@
 #include "analysis/compact_eval.h"
 #include "compaction/head_compaction.h"
 #include "compaction/reference_queries.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/text_documents.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 
 namespace kvcompact {
@@ -69,13 +74,13 @@ TEST_F(CompactCacheTest, EveryHeadKeepsExactlyTEntriesWithBoundedBeta) {
       for (int l = 0; l < 5; ++l)
         for (int h = 0; h < 4; ++h) {
           const HeadCache& hc = c.head(l, h);
-          ASSERT_EQ(hc.length(), static_cast<std::size_t>(t)) << compaction_method_name(m) << " r=" << r;
+          ASSERT_EQ(hc.length(), static_cast<std::size_t>(t)) << to_string(m) << " r=" << r;
           ASSERT_EQ(hc.keys.size(), static_cast<std::size_t>(t) * 8);
           ASSERT_EQ(hc.values.size(), static_cast<std::size_t>(t) * 8);
           for (std::size_t i = 0; i < hc.length(); ++i) {
             EXPECT_GE(hc.beta[i], -3.0f - 1e-5f);
             EXPECT_LE(hc.beta[i], 3.0f + 1e-5f);
-            if (m.family != MethodFamily::Am) {
+            if (m.name() != "am") {
               EXPECT_EQ(hc.beta[i], 0.0f);
             }
             EXPECT_GE(hc.positions[i], 0);
@@ -84,7 +89,7 @@ TEST_F(CompactCacheTest, EveryHeadKeepsExactlyTEntriesWithBoundedBeta) {
               EXPECT_LT(hc.positions[i - 1], hc.positions[i]);
             }
           }
-          if (m.family == MethodFamily::Recent && t > 0) {
+          if (m.name() == "recent" && t > 0) {
             EXPECT_EQ(hc.positions.back(), T - 1);
           }
         }
@@ -165,10 +170,10 @@ TEST_F(CompactCacheTest, BadOptionsThrow) {
   EXPECT_THROW(parse_method_list(""), Error);
   const auto list = parse_method_list("am:select=omp,beta=zero,recent,h2o:recent=0.25");
   ASSERT_EQ(list.size(), 3u);
-  EXPECT_EQ(list[0].am.selector, KeySelector::Omp);
-  EXPECT_EQ(list[0].am.beta, BetaFit::Zero);
-  EXPECT_EQ(list[1].family, MethodFamily::Recent);
-  EXPECT_EQ(list[2].h2o_recent, 0.25);
+  EXPECT_EQ(list[0].as<AmMethod>().options().selector, KeySelector::Omp);
+  EXPECT_EQ(list[0].as<AmMethod>().options().beta, BetaFit::Zero);
+  EXPECT_EQ(list[1].name(), "recent");
+  EXPECT_EQ(list[2].as<H2oMethod>().recent(), 0.25);
 }
 
 }  // namespace

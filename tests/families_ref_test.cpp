@@ -21,9 +21,10 @@
 #include <nlohmann/json.hpp>
 
 #include "compaction/compact_cache.h"
-#include "io/error.h"
-#include "io/hf_config.h"
-#include "model/hf_loader.h"
+#include "core/error.h"
+#include "loaders/hf_config.h"
+#include "loaders/hf_loader.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "model/transformer.h"
 #include "python_ref.h"

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "model/weight_matrix.h"
-#include "ops/dequant.h"
-#include "ops/half.h"
+#include "core/weight_matrix.h"
+#include "core/dequant.h"
+#include "core/half.h"
 #include "ops/isa.h"
 #include "ops/matmul.h"
 #include "ops/quant_dot.h"

@@ -12,13 +12,14 @@
 #include <fstream>
 #include <string>
 
-#include "io/error.h"
-#include "io/hf_config.h"
+#include "core/error.h"
+#include "loaders/hf_config.h"
 #include "io/hf_tokenizer.h"
 #include "io/json_number.h"
-#include "io/kvc_file.h"
-#include "io/llama2c_checkpoint.h"
+#include "loaders/kvc_file.h"
+#include "loaders/llama2c_checkpoint.h"
 #include "analysis/task_suite.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "test_util.h"
 

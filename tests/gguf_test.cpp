@@ -13,11 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "test_util.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "model/transformer.h"
-#include "ops/half.h"
+#include "core/half.h"
 
 namespace kvcompact {
 namespace {

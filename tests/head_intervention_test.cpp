@@ -8,7 +8,7 @@
 
 #include "analysis/head_intervention.h"
 #include "analysis/head_means.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "model/transformer.h"
 #include "random_model.h"
 

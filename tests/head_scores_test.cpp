@@ -7,10 +7,11 @@
 #include <fstream>
 
 #include "analysis/head_scores.h"
-#include "io/error.h"
-#include "model/model_fingerprint.h"
+#include "core/error.h"
+#include "core/model_fingerprint.h"
 #include "model/transformer.h"
 #include "random_model.h"
+#include "loaders/model_loader.h"
 
 namespace kvcompact {
 namespace {

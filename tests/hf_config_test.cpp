@@ -1,7 +1,7 @@
 // config.json -> ModelConfig for the four supported architectures (fields of published
 // checkpoints: Llama-3.1-8B, Qwen2.5-0.5B, Qwen3-4B, Mistral-7B-v0.1), defaults, refusals, and
 // the RoPE frequency scalings against hand-worked values.
-#include "io/hf_config.h"
+#include "loaders/hf_config.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <functional>
 #include <numbers>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "test_util.h"
 #include "ops/rope.h"
 

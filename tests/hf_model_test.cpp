@@ -2,7 +2,7 @@
 // llama2.c loader's logits; random Llama-3 / Qwen2 / Qwen3 checkpoints in F32, F16 and BF16 run
 // and match a plain double-precision reference forward written here (biases, QK-norm, llama3
 // RoPE scaling, rotate_half); bad folders throw Error naming the file and tensor.
-#include "model/hf_loader.h"
+#include "loaders/hf_loader.h"
 
 #include <gtest/gtest.h>
 
@@ -12,12 +12,13 @@
 #include <numbers>
 
 #include "hf_test_util.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "test_util.h"
-#include "io/llama2c_checkpoint.h"
+#include "loaders/llama2c_checkpoint.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "model/transformer.h"
-#include "ops/dequant.h"
+#include "core/dequant.h"
 
 namespace kvcompact {
 namespace {

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
-#include "ops/half.h"
+#include "core/half.h"
 
 namespace kvcompact::testing {
 

@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "io/bpe_tokenizer.h"
-#include "io/error.h"
-#include "io/llama2c_checkpoint.h"
+#include "core/error.h"
+#include "loaders/llama2c_checkpoint.h"
 #include "io/unicode_nfc.h"
 #include "io/unicode_regex.h"
 #include "io/utf8.h"

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "test_util.h"
 
 namespace kvcompact {

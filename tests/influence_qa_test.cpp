@@ -12,10 +12,11 @@
 #include "analysis/continuation_nll.h"
 #include "analysis/influence.h"
 #include "analysis/qa_eval.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/json_file.h"
 #include "io/qa_dataset.h"
 #include "io/text_documents.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "model/transformer.h"
 

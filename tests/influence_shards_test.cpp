@@ -14,7 +14,7 @@
 
 #include "analysis/influence_shards.h"
 #include "cli_runner.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

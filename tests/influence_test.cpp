@@ -8,8 +8,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "io/text_documents.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 
 namespace kvcompact {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "compaction/head_attention.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

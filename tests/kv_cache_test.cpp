@@ -1,8 +1,8 @@
-#include "model/kv_cache.h"
+#include "core/kv_cache.h"
 
 #include <gtest/gtest.h>
 
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

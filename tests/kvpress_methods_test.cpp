@@ -16,12 +16,11 @@
 #include "compaction/adakv.h"
 #include "compaction/expected_attention.h"
 #include "compaction/knorm.h"
-#include "compaction/layer_selection.h"
 #include "compaction/method_spec.h"
 #include "compaction/observed_attention.h"
 #include "compaction/tova.h"
 #include "compaction/token_eviction.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "python_ref.h"
 
 namespace kvcompact {
@@ -104,6 +103,9 @@ TEST_P(KvpressMethods, ScoresAndKeptIndicesEqualKvpress) {
     const std::string head = "head " + std::to_string(h);
     expect_close(knorm_scores(in), c.scores("knorm", h), 1e-5, T, "knorm " + head);
     EXPECT_EQ(compact_knorm(in, c.keep).selected, c.kept("knorm", h)) << head;
+
+    // KeyDiff, a plug-in in one file (compaction/methods/keydiff.cpp): reached through its spec.
+    EXPECT_EQ(compact_head(parse_method_spec("keydiff"), in, c.keep, 0, 1, 0).selected, c.kept("keydiff", h)) << head;
 
     expect_close(observed_attention_scores(in), c.scores("observed", h), 1e-5, T, "observed " + head);
     EXPECT_EQ(compact_observed_attention(in, c.keep).selected, c.kept("observed", h)) << head;

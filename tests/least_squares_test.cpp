@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

@@ -1,7 +1,7 @@
 // llama2.c checkpoint / tokenizer readers: the real stories260K files (header and layout checked
 // against SOURCES.md numbers and raw file offsets), a synthetic checkpoint with a separate
 // classifier, and corrupt inputs.
-#include "io/llama2c_checkpoint.h"
+#include "loaders/llama2c_checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "test_util.h"
 #include "model/model.h"
 

@@ -1,4 +1,8 @@
 #include "compaction/method_spec.h"
+#include "compaction/methods/am.h"
+#include "compaction/methods/h2o.h"
+#include "compaction/methods/snapkv.h"
+#include "compaction/methods/streaming.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +12,7 @@
 
 #include "compaction/attention_matching.h"
 #include "compaction/baselines.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {
@@ -27,36 +31,36 @@ void expect_error(const std::string& text, const std::vector<std::string>& fragm
 
 TEST(MethodSpec, ParsesTheDocumentedExamples) {
   MethodSpec s = parse_method_spec("am:select=omp,beta=nnls-pg:iters=2:lo=-3:hi=3,c2=ridge:1e-4,recent=8");
-  EXPECT_EQ(s.family, MethodFamily::Am);
-  EXPECT_EQ(s.am.selector, KeySelector::Omp);
-  EXPECT_EQ(s.am.beta, BetaFit::NnlsPg);
-  EXPECT_EQ(s.am.nnls.iters, 2);
-  EXPECT_EQ(s.am.nnls.lo, -3.0);
-  EXPECT_EQ(s.am.nnls.hi, 3.0);
-  EXPECT_EQ(s.am.c2.kind, ValueFit::Ridge);
-  EXPECT_EQ(s.am.c2.lambda, 1e-4);
-  EXPECT_EQ(s.am.c2.scale, RidgeScale::Sigma);
-  EXPECT_EQ(s.am.recent, 8);
+  EXPECT_EQ(s.name(), "am");
+  EXPECT_EQ(s.as<AmMethod>().options().selector, KeySelector::Omp);
+  EXPECT_EQ(s.as<AmMethod>().options().beta, BetaFit::NnlsPg);
+  EXPECT_EQ(s.as<AmMethod>().options().nnls.iters, 2);
+  EXPECT_EQ(s.as<AmMethod>().options().nnls.lo, -3.0);
+  EXPECT_EQ(s.as<AmMethod>().options().nnls.hi, 3.0);
+  EXPECT_EQ(s.as<AmMethod>().options().c2.kind, ValueFit::Ridge);
+  EXPECT_EQ(s.as<AmMethod>().options().c2.lambda, 1e-4);
+  EXPECT_EQ(s.as<AmMethod>().options().c2.scale, RidgeScale::Sigma);
+  EXPECT_EQ(s.as<AmMethod>().options().recent, 8);
 
   s = parse_method_spec("am:select=attn:score=mean:pool=max:5");
-  EXPECT_EQ(s.am.selector, KeySelector::Attention);
-  EXPECT_EQ(s.am.score, SelectionScore::Mean);
-  EXPECT_EQ(s.am.pool, (ScorePooling{PoolKind::Max, 5}));
+  EXPECT_EQ(s.as<AmMethod>().options().selector, KeySelector::Attention);
+  EXPECT_EQ(s.as<AmMethod>().options().score, SelectionScore::Mean);
+  EXPECT_EQ(s.as<AmMethod>().options().pool, (ScorePooling{PoolKind::Max, 5}));
   EXPECT_EQ(parse_method_spec("am"), MethodSpec{});
-  EXPECT_EQ(parse_method_spec("am:c2=ridge:1e-3:fro").am.c2.scale, RidgeScale::Fro);
-  EXPECT_EQ(parse_method_spec("am:c2=ridge:0.5:fixed").am.c2.lambda, 0.5);
-  EXPECT_EQ(parse_method_spec("am:beta=nnls-exact:lo=-5").am.nnls.lo, -5.0);
-  EXPECT_EQ(parse_method_spec("random").family, MethodFamily::Random);
-  EXPECT_EQ(parse_method_spec("recent").family, MethodFamily::Recent);
-  EXPECT_EQ(parse_method_spec("attn-nofit:score=max").am.score, SelectionScore::Max);
+  EXPECT_EQ(parse_method_spec("am:c2=ridge:1e-3:fro").as<AmMethod>().options().c2.scale, RidgeScale::Fro);
+  EXPECT_EQ(parse_method_spec("am:c2=ridge:0.5:fixed").as<AmMethod>().options().c2.lambda, 0.5);
+  EXPECT_EQ(parse_method_spec("am:beta=nnls-exact:lo=-5").as<AmMethod>().options().nnls.lo, -5.0);
+  EXPECT_EQ(parse_method_spec("random").name(), "random");
+  EXPECT_EQ(parse_method_spec("recent").name(), "recent");
+  EXPECT_EQ(parse_method_spec("attn-nofit:score=max").as<AmMethod>().options().score, SelectionScore::Max);
 
   s = parse_method_spec("snapkv:window=8:pool=max:5");
-  EXPECT_EQ(s.family, MethodFamily::SnapKv);
-  EXPECT_EQ(s.snapkv.window, 8);
-  EXPECT_EQ(s.snapkv.pool, (ScorePooling{PoolKind::Max, 5}));
-  EXPECT_EQ(parse_method_spec("streaming:sink=4").sink, 4);
-  EXPECT_EQ(parse_method_spec("h2o:recent=0.25").h2o_recent, 0.25);
-  EXPECT_EQ(parse_method_spec("pyramidkv:beta=10").pyramid_beta, 10.0);
+  EXPECT_EQ(s.name(), "snapkv");
+  EXPECT_EQ(s.as<SnapKvMethod>().options().window, 8);
+  EXPECT_EQ(s.as<SnapKvMethod>().options().pool, (ScorePooling{PoolKind::Max, 5}));
+  EXPECT_EQ(parse_method_spec("streaming:sink=4").as<StreamingMethod>().sink(), 4);
+  EXPECT_EQ(parse_method_spec("h2o:recent=0.25").as<H2oMethod>().recent(), 0.25);
+  EXPECT_EQ(parse_method_spec("pyramidkv:beta=10").as<PyramidKvMethod>().beta(), 10.0);
 
   s = parse_method_spec("am:queries=repeat+context:4096+self-study+random:100+total:20000,recent=2");
   ASSERT_EQ(s.queries.sources.size(), 4u);
@@ -65,7 +69,7 @@ TEST(MethodSpec, ParsesTheDocumentedExamples) {
   EXPECT_EQ(s.queries.sources[2], (QuerySource{QuerySourceKind::SelfStudy, 0}));
   EXPECT_EQ(s.queries.sources[3], (QuerySource{QuerySourceKind::Random, 100}));
   EXPECT_EQ(s.queries.total_cap, 20000);
-  EXPECT_EQ(s.am.recent, 2);
+  EXPECT_EQ(s.as<AmMethod>().options().recent, 2);
   EXPECT_EQ(parse_method_spec("am").queries.total_cap, 50000);
 }
 
@@ -143,9 +147,10 @@ TEST(MethodSpec, HelpListsEveryFamilyAndKey) {
                            "nnls-exact", "iters=N", "lo=X", "ridge", "fro", "fixed", "recent=N",
                            "queries=", "self-study", "50000", "window=W", "sink=S", "beta=B"})
     EXPECT_NE(help.find(word), std::string::npos) << word;
-  for (MethodFamily f : {MethodFamily::Am, MethodFamily::Random, MethodFamily::Recent, MethodFamily::AttnNoFit,
-                         MethodFamily::SnapKv, MethodFamily::Streaming, MethodFamily::H2o, MethodFamily::PyramidKv})
-    EXPECT_EQ(parse_method_spec(method_family_name(f)).family, f);
+  for (const std::string& f : method_family_names()) {
+    EXPECT_EQ(parse_method_spec(f).name(), f);
+    EXPECT_NE(help.find("\n" + f + " "), std::string::npos) << f;
+  }
 }
 
 struct RandomHead {
@@ -172,13 +177,17 @@ TEST(MethodSpec, DispatchMatchesTheMethods) {
   const int t = 9, L = 5;
   const MethodSpec am = parse_method_spec("am:select=omp,c2=ridge:1e-4,recent=3");
   const CompactedHead a = compact_head(am, h.in(), t, 0, L, 1);
-  const CompactedHead b = compact_attention_matching(h.in(), t, am.am);
+  const CompactedHead b = compact_attention_matching(h.in(), t, am.as<AmMethod>().options());
   EXPECT_EQ(a.selected, b.selected);
   EXPECT_EQ(a.values, b.values);
   EXPECT_EQ(a.beta, b.beta);
   const CompactedHead nofit = compact_head(parse_method_spec("attn-nofit"), h.in(), t, 2, L, 1);
-  EXPECT_EQ(nofit.selected, compact_attn_nofit(h.in(), t).selected);
-  EXPECT_EQ(nofit.values, compact_attn_nofit(h.in(), t).values);
+  // attn-nofit: AM's ranking, beta 0 and the head's own values.
+  EXPECT_EQ(nofit.selected, AttentionMatcher(h.in()).select(t));
+  EXPECT_EQ(nofit.beta, std::vector<float>(static_cast<std::size_t>(t), 0.0f));
+  for (int j = 0; j < t; ++j)
+    for (int k = 0; k < h.d; ++k)
+      EXPECT_EQ(nofit.values[static_cast<std::size_t>(j * h.d + k)], h.V[static_cast<std::size_t>(nofit.selected[j] * h.d + k)]);
   EXPECT_EQ(compact_head(parse_method_spec("random"), h.in(), t, 0, L, 99).selected,
             compact_random(h.in(), t, 99).selected);
   EXPECT_EQ(compact_head(parse_method_spec("recent"), h.in(), t, 0, L, 0).selected,
@@ -188,7 +197,7 @@ TEST(MethodSpec, DispatchMatchesTheMethods) {
   EXPECT_EQ(compact_head(parse_method_spec("h2o"), h.in(), t, 0, L, 0).selected,
             compact_h2o(h.in(), t, 0.5).selected);
   const MethodSpec snap = parse_method_spec("snapkv:window=4");
-  EXPECT_EQ(compact_head(snap, h.in(), t, 0, L, 0).selected, compact_snapkv(h.in(), t, snap.snapkv).selected);
+  EXPECT_EQ(compact_head(snap, h.in(), t, 0, L, 0).selected, compact_snapkv(h.in(), t, snap.as<SnapKvMethod>().options()).selected);
   // PyramidKV: per-layer budgets with the uniform total.
   const MethodSpec pyr = parse_method_spec("pyramidkv:beta=4,window=2");
   int total = 0;

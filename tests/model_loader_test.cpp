@@ -1,5 +1,6 @@
 // load_model / parameter_count: the llama2.c and GGUF copies of stories260K must give the same
 // model (config, weights, vocabulary, token ids), and loader-level errors name the file.
+#include "loaders/model_loader.h"
 #include "model/model.h"
 
 #include <gtest/gtest.h>
@@ -13,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "test_util.h"
 #include "io/spm_tokenizer.h"
 

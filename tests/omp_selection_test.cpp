@@ -10,7 +10,7 @@
 
 #include "compaction/head_attention.h"
 #include "compaction/nnls_active_set.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

@@ -13,6 +13,7 @@
 #include "cli_runner.h"
 #include "hf_test_util.h"
 #include "model/generate.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/transformer.h"

@@ -10,7 +10,8 @@
 #include <sstream>
 #include <vector>
 
-#include "io/error.h"
+#include "core/error.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "random_model.h"
 

@@ -18,11 +18,12 @@
 #include <vector>
 
 #include "io/gguf.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "model/transformer.h"
-#include "model/weight_matrix.h"
-#include "ops/dequant.h"
-#include "ops/half.h"
+#include "core/weight_matrix.h"
+#include "core/dequant.h"
+#include "core/half.h"
 #include "ops/matmul.h"
 #include "python_ref.h"
 #include "random_blocks.h"

@@ -6,8 +6,8 @@
 #include <random>
 #include <vector>
 
-#include "model/weight_matrix.h"
-#include "ops/half.h"
+#include "core/weight_matrix.h"
+#include "core/half.h"
 
 namespace kvcompact {
 

@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "model/config.h"
-#include "model/weights.h"
+#include "core/config.h"
+#include "core/weights.h"
 
 namespace kvcompact::testing {
 

@@ -6,8 +6,9 @@
 #include <cmath>
 #include <set>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "io/text_documents.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 
 namespace kvcompact {

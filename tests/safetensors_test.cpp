@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hf_test_util.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "python_ref.h"
 
 namespace kvcompact {

@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "model/generate.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "model/transformer.h"
 #include "random_model.h"

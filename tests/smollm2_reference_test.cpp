@@ -22,9 +22,11 @@
 #include "analysis/perplexity.h"
 #include "io/gguf.h"
 #include "io/gguf_tokenizer.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "model/transformer.h"
 #include "python_ref.h"
+#include "real_gguf_reference.h"
 #include "tokenizer_cases.h"
 
 namespace kvcompact {
@@ -39,80 +41,13 @@ using testing::slurp;
 using testing::hex;
 
 const std::string kShared = KVC_SHARED_DIR;
-const std::string kFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
-std::string scratch(const std::string& name) {
-  fs::create_directories(KVC_TEST_TMP);
-  return std::string(KVC_TEST_TMP) + "/smollm2_" + std::to_string(::getpid()) + "_" + name;
-}
+const testing::RealGguf kModel{"SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2"};
+std::string scratch(const std::string& name) { return kModel.scratch(name); }
+std::string model_path() { return kModel.model_path(); }
+std::vector<int> wiki_tokens(const Tokenizer& tok, std::size_t n) { return kModel.wiki_tokens(tok, n); }
 
-/// The model path, or "" with a failure saying how to fetch it.
-std::string model_path() {
-  const std::string p = testing::real_model(kFile);
-  if (p.empty()) ADD_FAILURE() << testing::kModelsDir << "/" << kFile << " is missing: run `bash scripts/fetch_models.sh`";
-  return p;
-}
-
-/// First `n` tokens of WikiText-2 test (no BOS: SmolLM2's GGUF turns it off).
-std::vector<int> wiki_tokens(const Tokenizer& tok, std::size_t n) {
-  std::ifstream in(kShared + "/data/wikitext2/wiki.test.raw", std::ios::binary);
-  std::string text(std::size_t{64} << 10, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  std::vector<int> ids = tok.encode(text, true);
-  EXPECT_GE(ids.size(), n);
-  ids.resize(std::min(ids.size(), n));
-  return ids;
-}
-
-TEST(SmolLM2Reference, TokenIdsEqualLlamaCpp) {
-  ASSERT_TRUE(python_ready("llama_cpp"));
-  const std::string path = model_path();
-  ASSERT_FALSE(path.empty());
-  const GgufFile file(path);
-  const std::unique_ptr<Tokenizer> tokenizer = load_gguf_tokenizer(file);
-  std::vector<std::string> texts = testing::lines_of(kShared + "/data/wikitext2/wiki.test.raw");
-  const std::size_t n_wiki = texts.size();
-  std::vector<fs::path> essays, babi;
-  for (const auto& e : fs::directory_iterator(kShared + "/data/needle_haystack/PaulGrahamEssays")) essays.push_back(e.path());
-  for (const auto& e : fs::directory_iterator(kShared + "/data/babi/en_test")) babi.push_back(e.path());
-  std::sort(essays.begin(), essays.end());
-  std::sort(babi.begin(), babi.end());
-  for (const auto& p : essays) texts.push_back(slurp(p.string()));
-  std::size_t n_babi = 0;
-  for (const auto& p : babi) {
-    for (auto& l : testing::lines_of(p.string(), 150)) {
-      if (n_babi++ < 3000) texts.push_back(std::move(l));
-    }
-  }
-  for (auto& e : testing::edge_cases()) texts.push_back(std::move(e));
-  for (auto& e : testing::invalid_utf8_cases()) texts.push_back(std::move(e));
-  ASSERT_GE(n_babi, 3000u);
-
-  for (bool add_special : {true, false}) {
-    json req = {{"add_special", add_special}, {"texts_hex", json::array()}};
-    for (const auto& t : texts) req["texts_hex"].push_back(hex(t));
-    const std::string in = scratch("tok_in.json"), out = scratch("tok_out.json");
-    std::ofstream(in) << req.dump();
-    ASSERT_EQ(run_python_ref("llama_cpp_tokenize.py", "'" + path + "' '" + in + "'", out), 0) << slurp(out + ".log");
-    const json ref = json::parse(slurp(out));
-    ASSERT_EQ(ref["ids"].size(), texts.size());
-    int mismatches = 0;
-    for (std::size_t i = 0; i < texts.size(); ++i) {
-      const std::vector<int> want = ref["ids"][i].get<std::vector<int>>();
-      const std::vector<int> got = tokenizer->encode(texts[i], add_special);
-      if (got != want && ++mismatches <= 5) {
-        ADD_FAILURE() << "text " << i << (i < n_wiki ? " (WikiText-2 line)" : "") << " add_special=" << add_special
-                      << " '" << texts[i].substr(0, 80) << "': kvcompact " << got.size() << " ids, llama.cpp "
-                      << want.size();
-      }
-    }
-    EXPECT_EQ(mismatches, 0) << "of " << texts.size() << " texts";
-    fs::remove(in);
-    fs::remove(out);
-    fs::remove(out + ".log");
-  }
-}
+TEST(SmolLM2Reference, TokenIdsEqualLlamaCpp) { testing::expect_token_ids_equal_llama_cpp(kModel); }
 
 /// One transformers run for the logits, greedy and perplexity comparisons (loading the GGUF
 /// through transformers costs more than the forwards).
@@ -126,7 +61,7 @@ class SmolLM2Transformers : public ::testing::Test {
 
   static void SetUpTestSuite() {
     if (!python_ready("transformers torch gguf accelerate")) return;
-    path_ = testing::real_model(kFile);
+    path_ = testing::real_model(kModel.file);
     if (path_.empty()) return;
     model_ = std::make_unique<Model>(load_model(path_));
     const Tokenizer& tok = *model_->tokenizer;

@@ -13,8 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "io/error.h"
-#include "io/llama2c_checkpoint.h"
+#include "core/error.h"
+#include "loaders/llama2c_checkpoint.h"
 
 namespace kvcompact {
 namespace {

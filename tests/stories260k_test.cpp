@@ -8,6 +8,7 @@
 #include "analysis/perplexity.h"
 #include "io/text_documents.h"
 #include "model/generate.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/transformer.h"

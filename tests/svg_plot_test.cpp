@@ -10,7 +10,7 @@
 
 #include "analysis/budget_solver.h"
 #include "analysis/influence_curves.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "report/figures.h"
 
 namespace kvcompact {

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "analysis/task_generators.h"
-#include "io/error.h"
-#include "io/llama2c_checkpoint.h"
+#include "core/error.h"
+#include "loaders/llama2c_checkpoint.h"
 
 namespace kvcompact {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "analysis/task_suite.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

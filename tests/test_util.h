@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact::testing {
 

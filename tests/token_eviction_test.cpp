@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "compaction/head_compaction.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

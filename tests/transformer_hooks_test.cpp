@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "model/transformer.h"
 #include "random_model.h"
 

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <vector>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "random_model.h"
 
 namespace kvcompact {

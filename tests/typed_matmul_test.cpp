@@ -6,11 +6,11 @@
 #include <cstring>
 #include <random>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "io/gguf.h"
-#include "model/weight_matrix.h"
-#include "ops/dequant.h"
-#include "ops/half.h"
+#include "core/weight_matrix.h"
+#include "core/dequant.h"
+#include "core/half.h"
 #include "ops/matmul.h"
 
 namespace kvcompact {

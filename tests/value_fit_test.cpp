@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "compaction/least_squares.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "ops/matmul.h"
 
 namespace kvcompact::cli {

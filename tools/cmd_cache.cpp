@@ -14,14 +14,15 @@
 #include "cli_model.h"
 #include "compaction/compact_cache.h"
 #include "compaction/reference_queries.h"
-#include "io/error.h"
-#include "io/kvc_file.h"
+#include "core/error.h"
+#include "loaders/kvc_file.h"
 #include "io/npy_file.h"
 #include "io/atomic_file.h"
 #include "io/text_documents.h"
 #include "model/generate_from_cache.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
-#include "model/model_fingerprint.h"
+#include "core/model_fingerprint.h"
 #include "model/sampler.h"
 #include "model/transformer.h"
 
@@ -102,7 +103,7 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--context", o->context, "UTF-8 text file: its whole text (trimmed) is one context, encoded with BOS")
       ->required();
   cmd->add_option("--ratio", o->ratio, "keep ratio r in [0, 1]");
-  cmd->add_option("--method", o->method, fmt::format("compaction method spec (`kvcompact methods`), families: {}", fmt::join(compaction_method_names(), ", ")));
+  cmd->add_option("--method", o->method, fmt::format("compaction method spec (`kvcompact methods`), families: {}", fmt::join(method_family_names(), ", ")));
   cmd->add_option("-o,--output", o->out, "the .kvc file to write")->required();
   cmd->add_option("--seed", o->seed, "seed of the random baseline");
   cmd->add_option("--budgets", o->budgets, "per-head budget proportions (kvcompact budget); --ratio is then the total ratio");
@@ -112,7 +113,7 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
   add_common_options(cmd, common);
   return [o, &common] {
     CompactionOptions co;
-    co.method = parse_compaction_method(o->method);
+    co.method = parse_method_spec(o->method);
     co.ratio = o->ratio;
     co.seed = o->seed;
     Model model = load_model(o->m.model, o->m.tokenizer);
@@ -144,7 +145,7 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     f.model_fingerprint = model_fingerprint(model.config, model.weights);
     f.model_name = std::filesystem::path(model.path).filename().string();
     f.config = model.config;
-    f.method = compaction_method_name(co.method);
+    f.method = to_string(co.method);
     f.ratio = co.ratio;
     f.context_tokens.assign(ids.begin(), ids.end());
     f.last_logits = prefill.last_logits;

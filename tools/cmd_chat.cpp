@@ -7,7 +7,7 @@
 
 #include "cli_common.h"
 #include "io/chat_template.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact::cli {
 

@@ -9,12 +9,13 @@
 #include "analysis/compact_eval.h"
 #include "cli_model.h"
 #include "io/atomic_file.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/text_documents.h"
 #include "analysis/budget_solver.h"
 #include "report/figures.h"
 #include "report/svg_plot.h"
 #include "report/table.h"
+#include "loaders/model_loader.h"
 
 namespace kvcompact::cli {
 
@@ -38,7 +39,7 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--ratios", o->ratios, "keep ratios r in [0, 1], comma-separated");
   cmd->add_option("--methods", o->methods,
                   fmt::format("comma-separated method specs (`kvcompact methods`), families: {}",
-                              fmt::join(compaction_method_names(), ", ")));
+                              fmt::join(method_family_names(), ", ")));
   cmd->add_option("--docs", o->docs, "use N documents (after --skip)")->check(positive_number());
   cmd->add_option("--skip", o->skip, "skip the first K documents (held-out evaluation)")->check(non_negative_number());
   cmd->add_option("--context-frac", o->context_frac, "fraction of each document's tokens used as context");

@@ -8,8 +8,9 @@
 
 #include "analysis/qa_eval.h"
 #include "cli_model.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "model/generate.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/transformer.h"

@@ -17,13 +17,14 @@
 #include "cli_common.h"
 #include "cli_model.h"
 #include "io/atomic_file.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/json_file.h"
 #include "io/text_documents.h"
-#include "model/model_fingerprint.h"
+#include "core/model_fingerprint.h"
 #include "report/mask_figure.h"
 #include "report/svg_plot.h"
 #include "report/table.h"
+#include "loaders/model_loader.h"
 
 namespace kvcompact::cli {
 

@@ -11,11 +11,12 @@
 #include "compaction/method_spec.h"
 #include "io/json_file.h"
 #include "io/qa_dataset.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/text_documents.h"
 #include "report/figures.h"
 #include "report/mask_figure.h"
 #include "report/svg_plot.h"
+#include "loaders/model_loader.h"
 
 namespace kvcompact::cli {
 

@@ -4,8 +4,9 @@
 #include <iostream>
 
 #include "cli_model.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/hf_tokenizer.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "model/model_summary.h"
 

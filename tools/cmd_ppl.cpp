@@ -7,10 +7,11 @@
 #include "analysis/head_intervention.h"
 #include "analysis/head_means.h"
 #include "analysis/perplexity.h"
-#include "model/model_fingerprint.h"
+#include "core/model_fingerprint.h"
 #include "cli_model.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/text_documents.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "model/transformer.h"
 

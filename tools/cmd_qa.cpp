@@ -7,9 +7,10 @@
 #include "analysis/qa_eval.h"
 #include "cli_model.h"
 #include "io/atomic_file.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/qa_dataset.h"
 #include "io/text_documents.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "report/table.h"
 
@@ -31,7 +32,7 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--data", o->data, "QuALITY-format JSONL: one article per line with questions, options, gold_label")
       ->required();
   cmd->add_option("--ratios", o->ratios, "keep ratios r in [0, 1], comma-separated");
-  cmd->add_option("--methods", o->methods, fmt::format("comma-separated method specs (`kvcompact methods`), families: {}", fmt::join(compaction_method_names(), ", ")));
+  cmd->add_option("--methods", o->methods, fmt::format("comma-separated method specs (`kvcompact methods`), families: {}", fmt::join(method_family_names(), ", ")));
   cmd->add_option("--answers-cache", o->answers_cache,
                   "folder for the reference answers of the uncompacted model (reused on rerun)");
   cmd->add_option("--max-answer-tokens", o->max_answer_tokens, "reference answer length cap (tokens)")

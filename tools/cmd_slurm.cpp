@@ -9,7 +9,7 @@
 #include "analysis/influence_shards.h"
 #include "cli_common.h"
 #include "io/atomic_file.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact::cli {
 namespace {

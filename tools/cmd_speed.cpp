@@ -7,7 +7,8 @@
 #include <cstdio>
 
 #include "cli_model.h"
-#include "io/error.h"
+#include "core/error.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "model/transformer.h"
 #include "ops/isa.h"

@@ -14,9 +14,10 @@
 #include "analysis/task_generators.h"
 #include "analysis/task_suite.h"
 #include "cli_common.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/hf_tokenizer.h"
-#include "io/llama2c_checkpoint.h"
+#include "loaders/llama2c_checkpoint.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 
 namespace kvcompact::cli {

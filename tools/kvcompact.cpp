@@ -9,7 +9,7 @@
 #include <new>
 
 #include "cli_common.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace {
 

@@ -10,6 +10,7 @@
 #include "analysis/perplexity.h"
 #include "arrays.h"
 #include "model/generate.h"
+#include "loaders/model_loader.h"
 #include "model/model.h"
 #include "model/model_summary.h"
 #include "model/sampler.h"

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "analysis/perplexity.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 

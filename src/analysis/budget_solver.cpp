@@ -11,7 +11,8 @@
 
 #include "io/atomic_file.h"
 #include "io/json_file.h"
-#include "io/error.h"
+#include "compaction/token_eviction.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {
@@ -228,18 +229,12 @@ BudgetSchedule pyramid_schedule(int n_layers, int n_kv_heads, const std::vector<
   check_targets(targets, "pyramid schedule");
   if (!std::isfinite(beta) || beta < 1.0)
     throw Error(fmt::format("pyramid schedule: beta {} must be >= 1 (shares would grow with layer)", beta));
-  const double L = n_layers;
-  std::vector<double> layer_share(static_cast<std::size_t>(n_layers), 1.0);
-  if (n_layers > 1) {
-    const double top = 1.0 / (beta * L);
-    const double bottom = 2.0 / L - top;
-    for (int l = 0; l < n_layers; ++l) layer_share[static_cast<std::size_t>(l)] = bottom - (bottom - top) * l / (L - 1);
-  }
+  const std::vector<double> layer_share = pyramid_layer_shares(n_layers, beta);  // mean 1
   std::vector<double> p;
   double min_p = kInf;
   for (int l = 0; l < n_layers; ++l)
     for (int h = 0; h < n_kv_heads; ++h) {
-      p.push_back(layer_share[static_cast<std::size_t>(l)] / n_kv_heads);
+      p.push_back(layer_share[static_cast<std::size_t>(l)] / (static_cast<double>(n_layers) * n_kv_heads));
       min_p = std::min(min_p, p.back());
     }
   BudgetSchedule s;

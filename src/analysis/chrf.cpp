@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "io/utf8.h"
 
 namespace kvcompact {

@@ -6,7 +6,7 @@
 #include <cctype>
 #include <set>
 
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 

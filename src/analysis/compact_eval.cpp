@@ -10,7 +10,7 @@
 #include "analysis/continuation_nll.h"
 #include "analysis/perplexity.h"
 #include "compaction/head_compaction.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "model/transformer.h"
 
 namespace kvcompact {
@@ -118,7 +118,7 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
         const double nll = mean_continuation_nll(transformer, compacted, continuation, prefill.last_logits);
         if (!std::isfinite(nll))
           throw Error(fmt::format("document {}: {} at ratio {} gave a non-finite NLL", d + 1,
-                                  compaction_method_name(method), ratio));
+                                  to_string(method), ratio));
         Accumulator& a = acc[row++];
         a.delta.push_back(nll - full_nll);
         a.nll += nll;
@@ -147,7 +147,7 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
     for (double ratio : options.ratios) {
       const Accumulator& a = acc[row++];
       CompactEvalRow r;
-      r.method = compaction_method_name(method);
+      r.method = to_string(method);
       r.ratio = ratio;
       double mean = 0;
       for (double x : a.delta) mean += x;

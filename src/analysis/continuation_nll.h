@@ -4,7 +4,7 @@
 #include <span>
 
 #include "analysis/perplexity.h"
-#include "model/kv_cache.h"
+#include "core/kv_cache.h"
 #include "model/transformer.h"
 
 namespace kvcompact {

@@ -6,7 +6,7 @@
 
 #include "analysis/head_means.h"
 #include "analysis/head_set.h"
-#include "model/config.h"
+#include "core/config.h"
 #include "model/transformer.h"
 
 namespace kvcompact {

@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/json_number.h"
 #include "io/json_file.h"
-#include "model/model_fingerprint.h"
+#include "core/model_fingerprint.h"
 #include "model/transformer.h"
 
 namespace kvcompact {

@@ -9,10 +9,10 @@
 
 #include "analysis/answer_generation.h"
 #include "io/atomic_file.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/json_number.h"
 #include "io/json_file.h"
-#include "model/model_fingerprint.h"
+#include "core/model_fingerprint.h"
 #include "model/transformer.h"
 
 namespace kvcompact {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 

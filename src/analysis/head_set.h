@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "core/config.h"
 
 namespace kvcompact {
 

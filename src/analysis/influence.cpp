@@ -17,9 +17,9 @@
 #include "compaction/head_compaction.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/json_number.h"
-#include "model/model_fingerprint.h"
+#include "core/model_fingerprint.h"
 #include "model/transformer.h"
 
 namespace kvcompact {
@@ -39,26 +39,22 @@ struct LayerInputCapture : ForwardObserver {
   }
 };
 
-/// Compacts one head at any budget; for Attention Matching the attention pass and the key order
-/// are computed once (AttentionMatcher) and serve every budget.
+/// Compacts one head at any budget: the method's per-head work (for Attention Matching the
+/// attention pass and the key order) is prepared once and serves every budget.
 class HeadCompactor {
  public:
   HeadCompactor(const MethodSpec& spec, const HeadCompactionInput& in, int layer, int n_layers,
                 uint64_t seed, int max_t)
-      : spec_(spec), in_(in), layer_(layer), n_layers_(n_layers), seed_(seed) {
-    if (spec.family == MethodFamily::Am) matcher_ = std::make_unique<AttentionMatcher>(in, spec.am, max_t);
-  }
+      : spec_(spec), T_(in.T), layer_(layer), n_layers_(n_layers),
+        prepared_(spec.method->prepare(in, max_t, seed)) {}
   CompactedHead compact(int t) const {
-    if (matcher_) return matcher_->compact(t);
-    return compact_head(spec_, in_, t, layer_, n_layers_, seed_);
+    return prepared_->compact(method_budget(spec_, t, std::max(T_, 0), layer_, n_layers_));
   }
 
  private:
   const MethodSpec& spec_;
-  HeadCompactionInput in_;
-  int layer_, n_layers_;
-  uint64_t seed_;
-  std::unique_ptr<AttentionMatcher> matcher_;
+  int T_, layer_, n_layers_;
+  std::unique_ptr<PreparedHead> prepared_;
 };
 
 }  // namespace

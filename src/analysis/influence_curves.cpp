@@ -10,7 +10,7 @@
 
 #include "io/atomic_file.h"
 #include "io/json_file.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

@@ -7,10 +7,10 @@
 #include <filesystem>
 
 #include "io/atomic_file.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/json_number.h"
 #include "io/json_file.h"
-#include "model/model_fingerprint.h"
+#include "core/model_fingerprint.h"
 
 namespace kvcompact {
 namespace fs = std::filesystem;

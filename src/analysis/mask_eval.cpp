@@ -14,10 +14,10 @@
 #include "analysis/answer_scoring.h"
 #include "analysis/chrf.h"
 #include "io/atomic_file.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/json_number.h"
 #include "io/json_file.h"
-#include "model/model_fingerprint.h"
+#include "core/model_fingerprint.h"
 
 namespace kvcompact {
 

@@ -14,11 +14,11 @@
 #include "analysis/continuation_nll.h"
 #include "compaction/head_compaction.h"
 #include "io/atomic_file.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/json_number.h"
 #include "io/text_documents.h"
 #include "model/generate_from_cache.h"
-#include "model/model_fingerprint.h"
+#include "core/model_fingerprint.h"
 #include "model/sampler.h"
 #include "model/transformer.h"
 
@@ -261,8 +261,8 @@ QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& artic
   if (options.max_context_tokens < 0 || options.max_context_tokens == 1)
     throw Error(fmt::format("--max-context-tokens {} must be 0 (automatic) or >= 2", options.max_context_tokens));
   for (double r : options.ratios) kept_entries(r, 1);  // validates
-  std::vector<CompactionMethod> methods;
-  for (const auto& m : options.methods) methods.push_back(parse_compaction_method(m));
+  std::vector<MethodSpec> methods;
+  for (const auto& m : options.methods) methods.push_back(parse_method_spec(m));
 
   const Transformer tr(model.config, model.weights);
   const Tokenizer& tok = *model.tokenizer;

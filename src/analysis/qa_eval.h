@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "compaction/attention_matching.h"
 #include "compaction/compact_cache.h"
 #include "io/chat_template.h"
 #include "io/qa_dataset.h"

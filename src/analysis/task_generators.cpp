@@ -14,7 +14,7 @@
 #include <unordered_map>
 
 #include "analysis/cloze_generator.h"  // SplitMix64
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 

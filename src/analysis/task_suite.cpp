@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "io/atomic_file.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "compaction/key_selection.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 

@@ -11,7 +11,7 @@
 
 #include "compaction/baselines.h"
 #include "compaction/omp_selection.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 
@@ -195,6 +195,13 @@ CompactedHead compact_attention_matching(const HeadCompactionInput& in, int t,
   if (t < 0 || t > std::max(in.T, 0))
     throw Error(fmt::format("attention matching: cannot keep {} of {} entries", t, in.T));
   return AttentionMatcher(in, options, t).compact(t);
+}
+
+CompactedHead compact_attn_nofit(const HeadCompactionInput& in, int t, const AttentionMatchingOptions& options) {
+  AttentionMatchingOptions o = options;
+  o.beta = BetaFit::Zero;
+  o.c2.kind = ValueFit::Direct;
+  return compact_attention_matching(in, t, o);
 }
 
 }  // namespace kvcompact

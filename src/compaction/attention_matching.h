@@ -114,4 +114,9 @@ class AttentionMatcher {
 CompactedHead compact_attention_matching(const HeadCompactionInput& in, int t,
                                          const AttentionMatchingOptions& options = {});
 
+/// The `attn-nofit` ablation: AM's key selection (options' select / score / pool / recent) with
+/// beta = 0 and the original values, i.e. compact_attention_matching with beta zero and c2
+/// direct. Needs reference queries when t > 0. Throws as compact_attention_matching.
+CompactedHead compact_attn_nofit(const HeadCompactionInput& in, int t, const AttentionMatchingOptions& options = {});
+
 }  // namespace kvcompact

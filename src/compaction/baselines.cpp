@@ -9,9 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "compaction/attention_matching.h"
 #include "compaction/head_attention.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {
@@ -80,14 +79,6 @@ CompactedHead compact_recent(const HeadCompactionInput& in, int t) {
   std::vector<int> sel(static_cast<std::size_t>(t));
   std::iota(sel.begin(), sel.end(), in.T - t);
   return head_from_selection(in, sel);
-}
-
-CompactedHead compact_attn_nofit(const HeadCompactionInput& in, int t, SelectionScore score) {
-  check_t(in, t, "attn-nofit compaction");
-  if (t == 0) return {};
-  AttentionMatchingOptions options;
-  options.score = score;
-  return head_from_selection(in, AttentionMatcher(in, options).select(t));
 }
 
 }  // namespace kvcompact

@@ -26,9 +26,4 @@ CompactedHead compact_random(const HeadCompactionInput& in, int t, std::uint64_t
 /// `recent` baseline: the last t entries T-t .. T-1, original keys and values. Throws as compact_random.
 CompactedHead compact_recent(const HeadCompactionInput& in, int t);
 
-/// `attn-nofit` baseline: Attention Matching's selected keys (highest `score`), beta = 0 and the
-/// original values. Needs reference queries when t > 0. Throws as compact_random.
-CompactedHead compact_attn_nofit(const HeadCompactionInput& in, int t,
-                                 SelectionScore score = SelectionScore::Rms);
-
 }  // namespace kvcompact

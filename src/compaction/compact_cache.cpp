@@ -6,18 +6,13 @@
 
 #include "compaction/baselines.h"
 #include "compaction/head_compaction.h"
-#include "compaction/layer_selection.h"
 #include "ops/rope.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 
-std::vector<std::string> compaction_method_names() {
-  return {"am", "random", "recent", "attn-nofit", "snapkv", "streaming", "h2o", "pyramidkv", "knorm", "tova", "observed", "expected", "adakv"};
-}
-
 std::vector<MethodSpec> parse_method_list(std::string_view text) {
-  const auto families = compaction_method_names();
+  const auto families = method_family_names();
   auto starts_spec = [&](std::string_view item) {
     for (const auto& f : families)
       if (item == f || (item.size() > f.size() && item.substr(0, f.size()) == f && item[f.size()] == ':'))

@@ -9,20 +9,10 @@
 
 #include "compaction/method_spec.h"
 #include "compaction/reference_queries.h"
-#include "model/config.h"
-#include "model/kv_cache.h"
+#include "core/config.h"
+#include "core/kv_cache.h"
 
 namespace kvcompact {
-
-/// The older name of a parsed method.
-using CompactionMethod = MethodSpec;
-
-/// Parses one method spec (see method_spec.h); throws Error naming the bad token.
-inline CompactionMethod parse_compaction_method(std::string_view spec) { return parse_method_spec(spec); }
-/// The canonical spec string of a method.
-inline std::string compaction_method_name(const CompactionMethod& method) { return to_string(method); }
-/// The method family names (each a valid spec with default options).
-std::vector<std::string> compaction_method_names();
 
 /// Splits a comma-separated list of method specs: a new spec starts at each item that is a family
 /// name or a family name followed by ':' ("am,random", "am:select=omp,beta=zero,recent" is two

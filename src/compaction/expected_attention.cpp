@@ -9,7 +9,7 @@
 
 #include "compaction/head_attention.h"
 #include "compaction/score_eviction.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

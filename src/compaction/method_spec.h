@@ -21,34 +21,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "compaction/adakv.h"
-#include "compaction/attention_matching.h"
-#include "compaction/expected_attention.h"
 #include "compaction/head_compaction.h"
-#include "compaction/token_eviction.h"
+#include "compaction/method.h"
 
 namespace kvcompact {
-
-/// Method families.
-enum class MethodFamily {
-  Am,         ///< "am": Attention Matching (attention_matching.h)
-  Random,     ///< "random": t random keys (seeded), beta 0, original values
-  Recent,     ///< "recent": the last t keys
-  AttnNoFit,  ///< "attn-nofit": AM's key selection, beta 0, original values
-  SnapKv,     ///< "snapkv": arXiv 2404.14469
-  Streaming,  ///< "streaming": StreamingLLM, arXiv 2309.17453
-  H2o,        ///< "h2o": arXiv 2306.14048
-  PyramidKv,  ///< "pyramidkv": arXiv 2406.02069 (per-layer budgets, SnapKV selection)
-  Knorm,      ///< "knorm": smallest key norms (arXiv 2406.11430, kvpress KnormPress)
-  Tova,       ///< "tova": last query's attention, layer mean (arXiv 2401.06104, kvpress TOVAPress)
-  Observed,   ///< "observed": mean causal attention received (kvpress ObservedAttentionPress)
-  Expected,   ///< "expected": expected attention of future queries (kvpress ExpectedAttentionPress)
-  AdaKv,      ///< "adakv": AdaKV budgets over SnapKV scores (arXiv 2407.11550, kvpress AdaKVPress)
-};
 
 /// Sources of reference queries (implemented by the whole-cache compaction, not here).
 enum class QuerySourceKind { Repeat, Context, SelfStudy, Random };
@@ -67,18 +48,29 @@ struct QuerySpec {
   bool operator==(const QuerySpec&) const = default;
 };
 
-/// A parsed method. Only the fields of `family` are meaningful; the others keep their defaults.
+/// A parsed method: the configured plug-in (method.h; one per family under compaction/methods/)
+/// and, for the families with a `queries` key (am, attn-nofit), where the reference queries come
+/// from. Default: am with its defaults. Copies share the immutable method.
 struct MethodSpec {
-  MethodFamily family = MethodFamily::Am;
-  AttentionMatchingOptions am;  ///< am; attn-nofit uses select/score/pool/recent (beta 0, V kept)
-  SnapKvOptions snapkv;         ///< snapkv and pyramidkv: window, pool
-  int sink = 4;                 ///< streaming: attention-sink keys (>= 0)
-  double h2o_recent = 0.5;      ///< h2o: fraction of the budget kept as recent keys, [0, 1]
-  double pyramid_beta = 20.0;   ///< pyramidkv: top/bottom budget ratio parameter (>= 1)
-  ExpectedAttentionOptions expected;  ///< expected
-  AdaKvOptions adakv;           ///< adakv: safeguard alpha and the SnapKV scorer (window 64, avg:5)
-  QuerySpec queries;            ///< am and attn-nofit: where the reference queries come from
-  bool operator==(const MethodSpec&) const = default;
+  MethodSpec();
+  std::shared_ptr<const Method> method;  ///< never null
+  QuerySpec queries;                     ///< am and attn-nofit: where the reference queries come from
+
+  /// The family name, e.g. "am".
+  const std::string& name() const { return method->name(); }
+  /// The method as its plug-in class (e.g. as<AmMethod>() for its options). Throws Error when the
+  /// spec is another family.
+  template <typename T>
+  const T& as() const {
+    const T* p = dynamic_cast<const T*>(method.get());
+    if (p == nullptr) throw_not_a(name());
+    return *p;
+  }
+  /// Equal when the canonical strings (to_string) are equal.
+  bool operator==(const MethodSpec& other) const;
+
+ private:
+  [[noreturn]] static void throw_not_a(const std::string& name);
 };
 
 /// Parses and validates a spec (grammar above). Throws Error naming the bad token and listing the
@@ -88,11 +80,12 @@ MethodSpec parse_method_spec(std::string_view text);
 /// Canonical string of a spec (see above).
 std::string to_string(const MethodSpec& spec);
 
-/// "am", "random", "recent", "attn-nofit", "snapkv", "streaming", "h2o", "pyramidkv", "knorm",
-/// "tova", "observed", "expected" or "adakv".
-std::string method_family_name(MethodFamily family);
+/// The registered family names in `kvcompact methods` order ("am", "random", "recent",
+/// "attn-nofit", "snapkv", ...; methods/registry.cpp).
+std::vector<std::string> method_family_names();
 
-/// Multi-line help: every family with its keys, defaults and valid values (`kvcompact methods`).
+/// Multi-line help: every family with its keys, defaults and valid values (`kvcompact methods`),
+/// generated from the registered schemas.
 std::string method_help();
 
 /// Whether the method needs reference queries (HeadCompactionInput::queries): am, attn-nofit.
@@ -107,9 +100,19 @@ bool uses_context_queries(const MethodSpec& spec);
 int method_budget(const MethodSpec& spec, int t, int T, int layer, int n_layers);
 
 /// Whether the method ranks entries across the KV heads of a layer (tova: one layer ranking;
-/// adakv: one layer budget), so compact_cache runs it layer by layer (layer_selection.h) and
-/// compact_head refuses it.
+/// adakv: one layer budget), so compact_cache runs it layer by layer (layer_scoped_head_scores,
+/// layer_scoped_select) and compact_head refuses it.
 bool is_layer_scoped(const MethodSpec& spec);
+
+/// One head's scores [T] for a layer-scoped method (Method::layer_head_scores). Throws Error for
+/// other methods or on bad input.
+std::vector<double> layer_scoped_head_scores(const MethodSpec& spec, const HeadCompactionInput& in);
+
+/// The selected indices of each KV head of one layer (sorted) from every head's scores [H][T_h]
+/// and budgets [H] (Method::layer_select). Throws Error for other methods or bad budgets.
+std::vector<std::vector<int>> layer_scoped_select(const MethodSpec& spec,
+                                                  const std::vector<std::vector<double>>& head_scores,
+                                                  const std::vector<int>& budgets);
 
 /// The one per-head dispatch: compacts a head with the spec's method to method_budget(spec, t, T,
 /// layer, n_layers) entries. t is the uniform budget (kept_entries(ratio, T)); `seed` is used as

@@ -10,7 +10,7 @@
 #include <lapacke.h>
 
 #include "compaction/least_squares.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

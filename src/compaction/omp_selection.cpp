@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "compaction/head_attention.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 

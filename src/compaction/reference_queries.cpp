@@ -7,7 +7,7 @@
 #include <numeric>
 #include <random>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "model/sampler.h"
 
 namespace kvcompact {

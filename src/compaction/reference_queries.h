@@ -9,7 +9,7 @@
 
 #include "compaction/method_spec.h"
 #include "io/tokenizer.h"
-#include "model/kv_cache.h"
+#include "core/kv_cache.h"
 #include "model/transformer.h"
 
 namespace kvcompact {

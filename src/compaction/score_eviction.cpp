@@ -10,7 +10,7 @@
 #include "compaction/baselines.h"
 #include "compaction/head_attention.h"
 #include "compaction/key_selection.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 

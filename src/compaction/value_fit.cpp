@@ -11,7 +11,7 @@
 
 #include "compaction/least_squares.h"
 #include "compaction/nnls.h"
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "io/gguf.h"
 
 namespace kvcompact {

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "io/error.h"
-#include "ops/dequant.h"
+#include "core/error.h"
+#include "core/dequant.h"
 
 namespace kvcompact {
 

@@ -1,5 +1,5 @@
 // Generic GGUF reader (spec: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md), versions
-// 2 and 3, little-endian. Architecture-specific model mapping lives in model/model_loader.cpp.
+// 2 and 3, little-endian. Architecture-specific model mapping lives in loaders/model_loader.cpp.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "io/file_bytes.h"
-#include "model/weight_matrix.h"
+#include "core/weight_matrix.h"
 
 namespace kvcompact {
 

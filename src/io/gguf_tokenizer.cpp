@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "io/hf_tokenizer.h"
 #include "io/spm_session.h"
 #include "io/spm_tokenizer.h"

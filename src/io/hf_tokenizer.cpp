@@ -19,7 +19,7 @@
 #include <unordered_map>
 
 #include "io/bpe_tokenizer.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "io/unicode_nfc.h"
 #include "io/unicode_regex.h"
 #include "io/utf8.h"

@@ -15,7 +15,7 @@
 #include <map>
 #include <optional>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "io/jinja_builtins.h"
 #include "io/jinja_value.h"
 #include "io/utf8.h"

@@ -8,7 +8,7 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "io/text_documents.h"
 
 namespace kvcompact {

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 

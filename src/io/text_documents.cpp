@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 namespace {

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <pcre2.h>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "io/utf8.h"
 
 namespace kvcompact {

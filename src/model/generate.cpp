@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 

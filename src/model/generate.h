@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "io/tokenizer.h"
-#include "model/kv_cache.h"
+#include "core/kv_cache.h"
 #include "model/sampler.h"
 #include "model/transformer.h"
 

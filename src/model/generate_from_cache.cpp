@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 

@@ -8,7 +8,7 @@
 
 #include "io/tokenizer.h"
 #include "model/generate.h"
-#include "model/kv_cache.h"
+#include "core/kv_cache.h"
 #include "model/sampler.h"
 #include "model/transformer.h"
 

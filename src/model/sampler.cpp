@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "ops/softmax.h"
 
 namespace kvcompact {

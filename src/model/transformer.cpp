@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "ops/attention.h"
-#include "ops/dequant.h"
+#include "core/dequant.h"
 #include "ops/geglu.h"
 #include "ops/matmul.h"
 #include "ops/rmsnorm.h"

@@ -4,9 +4,9 @@
 #include <span>
 #include <vector>
 
-#include "model/config.h"
-#include "model/kv_cache.h"
-#include "model/weights.h"
+#include "core/config.h"
+#include "core/kv_cache.h"
+#include "core/weights.h"
 #include "ops/attention.h"
 
 namespace kvcompact {
@@ -76,7 +76,7 @@ struct ForwardOptions {
 /// in every layer each query head h attends over its KV head's cached entries (logits
 /// q.k/sqrt(head_dim) + beta) plus, causally, the new tokens; the new tokens' keys (after RoPE)
 /// and values are appended to the cache with beta 0 and next_position advances by tokens.size().
-/// Each layer follows its LayerSpec (model/config.h): its RoPE (theta, scaling; Yarn's factor
+/// Each layer follows its LayerSpec (core/config.h): its RoPE (theta, scaling; Yarn's factor
 /// multiplies cos/sin, so keys are stored scaled), its attention span (a sliding layer's query at
 /// position p ignores entries at positions <= p - window; the cache keeps every entry and masks),
 /// its logit scale (folded into q, so observers and compaction see q.k/sqrt(head_dim) scores),

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "io/error.h"
+#include "core/error.h"
 
 namespace kvcompact {
 

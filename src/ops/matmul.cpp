@@ -10,8 +10,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "io/error.h"
-#include "ops/dequant.h"
+#include "core/error.h"
+#include "core/dequant.h"
 #include "ops/isa.h"
 #include "ops/quant_dot.h"
 #include "ops/typed_dot.h"

@@ -1,7 +1,7 @@
 // Dense projections y = W x for a batch of rows (the linear layers of the decoder).
 #pragma once
 
-#include "model/weight_matrix.h"
+#include "core/weight_matrix.h"
 
 namespace kvcompact {
 

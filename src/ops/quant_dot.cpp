@@ -5,7 +5,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "ops/half.h"
+#include "core/half.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/weight_matrix.h"
+#include "core/weight_matrix.h"
 #include "ops/isa.h"
 
 namespace kvcompact {

@@ -2,7 +2,7 @@
 // They define what the fast kernels must compute; tests compare the two on random data.
 #pragma once
 
-#include "model/config.h"
+#include "core/config.h"
 #include "ops/attention.h"
 
 namespace kvcompact {

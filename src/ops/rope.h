@@ -1,7 +1,7 @@
 // Rotary position embedding (RoFormer, Su et al. 2021) in the two pairings Llama checkpoints use.
 #pragma once
 
-#include "model/config.h"
+#include "core/config.h"
 
 namespace kvcompact {
 
@@ -12,7 +12,7 @@ namespace kvcompact {
 void rope_angles(int first_position, int n, int head_dim, float theta, float* cos_out,
                  float* sin_out);
 
-/// Inverse frequencies inv_freq[head_dim/2] with scaling (see RopeScaling in model/config.h).
+/// Inverse frequencies inv_freq[head_dim/2] with scaling (see RopeScaling in core/config.h).
 /// RopeScalingType::None gives 1 / theta^(2j/head_dim) computed in float as rope_angles does;
 /// Linear, Llama3 and Yarn apply the Hugging Face formulas (in double, rounded to float); then
 /// each inv_freq_j is divided by freq_factors[j] when given. Throws Error for a non-positive

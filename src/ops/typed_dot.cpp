@@ -3,8 +3,8 @@
 #include <cstring>
 #include <vector>
 
-#include "ops/dequant.h"
-#include "ops/half.h"
+#include "core/dequant.h"
+#include "core/half.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
@@ -50,7 +50,7 @@ void rows_dot_decoded(WeightType t, const std::uint8_t* base, std::size_t rb, in
 
 // ---- AVX-512 decoders. Each decodes one stored block (QK elements, BYTES bytes) and hands its
 // elements to emit(offset, w0, w1) 32 at a time (w0: elements offset .. +15, w1: +16 .. +31).
-// Values are computed with the same float32 operations as ops/dequant.cpp (all products there
+// Values are computed with the same float32 operations as core/dequant.cpp (all products there
 // are exact in float32, so table look-ups, FMA or not, give identical values). ----
 
 inline __m512 iota16() { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "model/weight_matrix.h"
+#include "core/weight_matrix.h"
 #include "ops/isa.h"
 
 namespace kvcompact {

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "analysis/compact_eval.h"
-#include "io/error.h"
+#include "core/error.h"
 #include "report/svg_plot.h"
 
 namespace kvcompact {

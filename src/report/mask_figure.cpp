@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "report/svg_panels.h"
 #include "report/svg_plot.h"
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "io/error.h"
+#include "core/error.h"
 #include "report/svg_plot.h"
 
 namespace kvcompact {

@@ -17,7 +17,7 @@
 #include <string_view>
 
 #include "io/atomic_file.h"
-#include "io/error.h"
+#include "core/error.h"
 
 extern char** environ;
 

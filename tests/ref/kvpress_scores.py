@@ -8,7 +8,7 @@ pre-RoPE queries (fed as hidden states through an identity q_proj, as kvpress's
 get_prerope_query_states reads them), keys rotated by transformers' LlamaRotaryEmbedding (theta
 10000, Hugging Face half-split pairs) and random values, then calls each press's own `score`:
 KnormPress, SnapKVPress(window_size=WINDOW, kernel_size=5), TOVAPress, ObservedAttentionPress
-(with the eager causal attention weights), ExpectedAttentionPress (defaults), and
+(with the eager causal attention weights), ExpectedAttentionPress (defaults), KeyDiffPress, and
 AdaKVPress(SnapKVPress(WINDOW)).compress with a compression ratio that keeps KEEP entries per head
 (its masked indices give the kept ones). ScorerPress.compress gives each scorer's kept indices.
 Prints one JSON object: inputs (context_queries per KV head after RoPE, rows position-major then
@@ -23,8 +23,8 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
-from kvpress import (AdaKVPress, ExpectedAttentionPress, KnormPress, ObservedAttentionPress, SnapKVPress,
-                     TOVAPress)
+from kvpress import (AdaKVPress, ExpectedAttentionPress, KeyDiffPress, KnormPress, ObservedAttentionPress,
+                     SnapKVPress, TOVAPress)
 
 
 class Layer(nn.Module):
@@ -67,7 +67,8 @@ def main():
            "context_queries": [q[0, k * g:(k + 1) * g].transpose(0, 1).reshape(-1).tolist() for k in range(H)],
            "presses": {}}
     presses = {"knorm": KnormPress(cr), "snapkv": SnapKVPress(cr, window_size=window, kernel_size=5),
-               "tova": TOVAPress(cr), "observed": ObservedAttentionPress(cr), "expected": ExpectedAttentionPress(cr)}
+               "tova": TOVAPress(cr), "observed": ObservedAttentionPress(cr), "expected": ExpectedAttentionPress(cr),
+               "keydiff": KeyDiffPress(cr)}
     for name, press in presses.items():
         a = attn if name == "observed" else None
         with torch.no_grad():

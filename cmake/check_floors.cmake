@@ -1,0 +1,32 @@
+# Refuses an #include that goes up a floor: a file under src/<floor>/ may include only headers of
+# its own floor or of floors listed before it in KVC_FLOORS (CMakeLists.txt). Prints one line per
+# offending include ("src/core/x.h: includes model/y.h (floor model is above core)") and exits
+# non-zero. Run by CMake at configure time and by CTest (`floors`):
+#   cmake -DKVC_SRC=src "-DKVC_FLOORS=core;ops;..." -P cmake/check_floors.cmake
+if(NOT KVC_SRC OR NOT KVC_FLOORS)
+  message(FATAL_ERROR "check_floors: pass -DKVC_SRC=<src dir> and -DKVC_FLOORS=<floors, lowest first>")
+endif()
+set(bad 0)
+foreach(floor ${KVC_FLOORS})
+  list(FIND KVC_FLOORS ${floor} level)
+  file(GLOB_RECURSE files ${KVC_SRC}/${floor}/*.h ${KVC_SRC}/${floor}/*.cpp ${KVC_SRC}/${floor}/*.inc)
+  foreach(f ${files})
+    file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+    foreach(line ${lines})
+      string(REGEX MATCH "\"([^\"/]+)/" _ "${line}")
+      set(target ${CMAKE_MATCH_1})
+      if(target)
+        list(FIND KVC_FLOORS ${target} target_level)
+        if(target_level GREATER level)
+          string(REGEX MATCH "\"([^\"]+)\"" _ "${line}")
+          file(RELATIVE_PATH rel ${KVC_SRC}/.. ${f})
+          message("${rel}: includes ${CMAKE_MATCH_1} (floor ${target} is above ${floor})")
+          math(EXPR bad "${bad} + 1")
+        endif()
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+if(bad GREATER 0)
+  message(FATAL_ERROR "check_floors: ${bad} include(s) go up a floor")
+endif()

@@ -1,0 +1,67 @@
+#include "core/kv_cache.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace kvcompact {
+
+void HeadCache::append(const float* k, const float* v, int head_dim, float b, int32_t position) {
+  keys.insert(keys.end(), k, k + head_dim);
+  values.insert(values.end(), v, v + head_dim);
+  beta.push_back(b);
+  positions.push_back(position);
+}
+
+bool HeadCache::has_bias() const {
+  for (float b : beta)
+    if (b != 0.0f) return true;
+  return false;
+}
+
+KVCache::KVCache(int n_layers, int n_kv_heads, int head_dim)
+    : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim),
+      heads_(static_cast<std::size_t>(n_layers) * n_kv_heads),
+      windows_(static_cast<std::size_t>(n_layers > 0 ? n_layers : 0), 0) {}
+
+int KVCache::layer_window(int layer) const {
+  if (layer < 0 || layer >= n_layers_)
+    throw Error(fmt::format("KV cache: no layer {} (cache has {} layers)", layer, n_layers_));
+  return windows_[static_cast<std::size_t>(layer)];
+}
+
+void KVCache::set_layer_window(int layer, int window) {
+  if (layer < 0 || layer >= n_layers_ || window < 0)
+    throw Error(fmt::format("KV cache: cannot set layer {} window {} (cache has {} layers)", layer, window,
+                            n_layers_));
+  windows_[static_cast<std::size_t>(layer)] = window;
+}
+
+std::size_t KVCache::index(int layer, int kv_head) const {
+  if (layer < 0 || layer >= n_layers_ || kv_head < 0 || kv_head >= n_kv_heads_)
+    throw Error(fmt::format("KV cache: no head L{}H{} (cache has {} layers x {} KV heads)", layer,
+                            kv_head, n_layers_, n_kv_heads_));
+  return static_cast<std::size_t>(layer) * n_kv_heads_ + kv_head;
+}
+
+std::size_t KVCache::total_entries() const {
+  std::size_t n = 0;
+  for (const auto& h : heads_) n += h.length();
+  return n;
+}
+
+std::size_t KVCache::bytes() const {
+  std::size_t b = 0;
+  for (const auto& h : heads_) {
+    b += h.length() * 2 * head_dim_ * sizeof(float);
+    if (h.has_bias()) b += h.length() * sizeof(float);
+  }
+  return b;
+}
+
+void KVCache::clear() {
+  for (auto& h : heads_) h = HeadCache{};
+  next_position = 0;
+}
+
+}  // namespace kvcompact

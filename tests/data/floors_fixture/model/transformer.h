@@ -1,0 +1,3 @@
+// Fixture (see core/kv_cache.h): a model header may include core.
+#pragma once
+#include "core/kv_cache.h"
