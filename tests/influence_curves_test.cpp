@@ -248,3 +248,25 @@ TEST(InfluenceCurves, BadFilesNameFileAndField) {
 
 }  // namespace
 }  // namespace kvcompact
+
+namespace kvcompact {
+namespace {
+
+// The trapezoid area the head rankings use (cmd_influence's listing, head_scores' influence
+// scores), worked by hand: 0.5*(2+1)*0.5 + 0.5*(1+0)*0.5 = 1.0; uneven spacing 0.5*(1+3)*0.2 +
+// 0.5*(3+3)*0.8 = 2.8.
+TEST(InfluenceCurves, AreaIsTheTrapezoidOverTheRatios) {
+  HeadCurve c;
+  c.ratios = {0.0, 0.5, 1.0};
+  c.mean = {2.0, 1.0, 0.0};
+  EXPECT_DOUBLE_EQ(c.area(), 1.0);
+  c.ratios = {0.0, 0.2, 1.0};
+  c.mean = {1.0, 3.0, 3.0};
+  EXPECT_DOUBLE_EQ(c.area(), 2.8);
+  c.ratios = {0.3};
+  c.mean = {5.0};
+  EXPECT_EQ(c.area(), 0.0);
+}
+
+}  // namespace
+}  // namespace kvcompact

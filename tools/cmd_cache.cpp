@@ -129,10 +129,7 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     ContextPrefill prefill = collect_reference_queries(transformer, *model.tokenizer, ids, plan);
     std::size_t uniform_bytes = 0;
     if (!o->budgets.empty()) {
-      const BudgetSchedule s = read_budget_schedule(o->budgets);
-      if (s.n_layers != model.config.n_layers || s.n_kv_heads != model.config.n_kv_heads)
-        throw Error(fmt::format("{}: budgets are for {} layers x {} KV heads, the model has {} x {}", o->budgets,
-                                s.n_layers, s.n_kv_heads, model.config.n_layers, model.config.n_kv_heads));
+      const BudgetSchedule s = read_budget_schedule_for(o->budgets, model.config.n_layers, model.config.n_kv_heads);
       const std::vector<double> p = s.proportions();
       co.head_budgets = per_head_budgets(p, std::vector<int>(p.size(), static_cast<int>(ids.size())), co.ratio);
       CompactionOptions uniform = co;

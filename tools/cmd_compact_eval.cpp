@@ -65,10 +65,7 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
     opt.seed = o->seed;
     Model model = load_model(o->m.model, o->m.tokenizer);
     if (!o->budgets.empty()) {
-      const BudgetSchedule s = read_budget_schedule(o->budgets);
-      if (s.n_layers != model.config.n_layers || s.n_kv_heads != model.config.n_kv_heads)
-        throw Error(fmt::format("{}: budgets are for {} layers x {} KV heads, the model has {} x {}", o->budgets,
-                                s.n_layers, s.n_kv_heads, model.config.n_layers, model.config.n_kv_heads));
+      const BudgetSchedule s = read_budget_schedule_for(o->budgets, model.config.n_layers, model.config.n_kv_heads);
       opt.budget_proportions = s.proportions();
     }
     opt.context_tokens = o->context_tokens;
@@ -194,10 +191,7 @@ Runner register_budget_eval(CLI::App& app, CommonOptions& common) {
       if (name == "optimized") {
         if (budget_files.empty()) throw Error("--schedules optimized: needs --budgets FILE");
         for (const std::string& f : budget_files) {
-          BudgetSchedule s = read_budget_schedule(f);
-          if (s.n_layers != L || s.n_kv_heads != H)
-            throw Error(fmt::format("{}: budgets are for {} layers x {} KV heads, the model has {} x {}", f,
-                                    s.n_layers, s.n_kv_heads, L, H));
+          BudgetSchedule s = read_budget_schedule_for(f, L, H);
           std::string label = budget_files.size() == 1 ? s.schedule : s.schedule + " (" + f + ")";
           series.emplace_back(label, f, std::move(s));
         }

@@ -85,10 +85,7 @@ Runner register_influence(CLI::App& app, CommonOptions& common) {
     if (o->data.empty() == o->qa.empty()) throw Error("influence: give one of --data FILE or --qa FILE.jsonl");
     if (o->chat && o->qa.empty()) throw Error("--chat: only with --qa");
     if (!o->budgets.empty()) {
-      const BudgetSchedule s = read_budget_schedule(o->budgets);
-      if (s.n_layers != model.config.n_layers || s.n_kv_heads != model.config.n_kv_heads)
-        throw Error(fmt::format("{}: budgets are for {} layers x {} KV heads, the model has {} x {}", o->budgets,
-                                s.n_layers, s.n_kv_heads, model.config.n_layers, model.config.n_kv_heads));
+      const BudgetSchedule s = read_budget_schedule_for(o->budgets, model.config.n_layers, model.config.n_kv_heads);
       if (!(opt.baseline_ratio > 0)) throw Error("--budgets: needs --baseline above 0 (the budgets' total ratio)");
       opt.budget_proportions = s.proportions();
       opt.budgets_source = o->budgets;
@@ -128,12 +125,7 @@ Runner register_influence(CLI::App& app, CommonOptions& common) {
     if (o->png) write_figure(o->out + "/influence.png", svg);
     // Heads ranked by the area under their curve (trapezoid over the grid, nats/token x ratio).
     std::vector<std::pair<double, std::string>> area;
-    for (const auto& h : curves.heads) {
-      double a = 0;
-      for (std::size_t i = 1; i < h.ratios.size(); ++i)
-        a += 0.5 * (h.mean[i] + h.mean[i - 1]) * (h.ratios[i] - h.ratios[i - 1]);
-      area.emplace_back(a, h.name());
-    }
+    for (const auto& h : curves.heads) area.emplace_back(h.area(), h.name());
     if (common.json) {
       nlohmann::json j = influence_curves_to_json(curves);
       j["outputs"] = {o->out + "/influence.json", o->out + "/influence.csv", o->out + "/influence.svg"};

@@ -379,6 +379,14 @@ BudgetSchedule read_budget_schedule(const std::string& path) {
   return budget_schedule_from_json(read_json_file(path), path);
 }
 
+BudgetSchedule read_budget_schedule_for(const std::string& path, int n_layers, int n_kv_heads) {
+  BudgetSchedule s = read_budget_schedule(path);
+  if (s.n_layers != n_layers || s.n_kv_heads != n_kv_heads)
+    throw Error(fmt::format("{}: budgets are for {} layers x {} KV heads, the model has {} x {}", path, s.n_layers,
+                            s.n_kv_heads, n_layers, n_kv_heads));
+  return s;
+}
+
 std::vector<int> per_head_budgets(const std::vector<double>& p, const std::vector<int>& T, double R) {
   const std::size_t H = p.size();
   if (H == 0 || T.size() != H)

@@ -126,6 +126,10 @@ void write_budget_schedule(const std::string& path, const BudgetSchedule& schedu
 /// Reads and validates a schedule file. Throws Error naming the file and the problem.
 BudgetSchedule read_budget_schedule(const std::string& path);
 
+/// read_budget_schedule, then refuses a schedule for another shape: throws Error("<path>: budgets
+/// are for L layers x H KV heads, the model has L' x H'") unless it has n_layers x n_kv_heads.
+BudgetSchedule read_budget_schedule_for(const std::string& path, int n_layers, int n_kv_heads);
+
 /// Whole keys per head for a total ratio R in (0, 1]: total = round(R * sum_h T_h), raised to the
 /// number of heads with p_h > 0 when smaller (each of them keeps >= 1 key, like AM's
 /// max(1, floor(r T))). Heads with p_h = 0 get 0 keys unless the heads with p_h > 0 cannot hold

@@ -8,9 +8,11 @@
 
 #include "analysis/budget_solver.h"
 #include "analysis/continuation_nll.h"
+#include "analysis/mean_sem.h"
 #include "analysis/perplexity.h"
 #include "compaction/head_compaction.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "model/transformer.h"
 
 namespace kvcompact {
@@ -67,8 +69,8 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
           d + 1, ids.size(), T, N - T));
     std::span<const int> context(ids.data(), T), continuation(ids.data() + T, N - T);
     if (model.config.max_seq_len > 0 && N > model.config.max_seq_len && !warned_seq_len) {
-      std::fprintf(stderr, "kvcompact: warning: document %zu has %d tokens, past the model's max_seq_len %d "
-                   "(positions beyond it were not trained; warned once)\n", d + 1, N, model.config.max_seq_len);
+      log_line(fmt::format("kvcompact: warning: document {} has {} tokens, past the model's max_seq_len {} "
+                   "(positions beyond it were not trained; warned once)", d + 1, N, model.config.max_seq_len));
       warned_seq_len = true;
     }
 
@@ -133,8 +135,8 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
     doc.reference_seconds = result.reference_seconds - ref_before;
     result.per_document.push_back(std::move(doc));
     if (options.progress)
-      std::fprintf(stderr, "compact-eval: document %zu/%zu (%d context + %d continuation tokens), %.1f s\n",
-                   d + 1, documents.size(), T, N - T, seconds_since(t_start));
+      log_line(fmt::format("compact-eval: document {}/{} ({} context + {} continuation tokens), {:.1f} s",
+                   d + 1, documents.size(), T, N - T, seconds_since(t_start)));
   }
 
   const double D = static_cast<double>(documents.size());
@@ -149,13 +151,9 @@ CompactEvalResult run_compact_eval(const Model& model, const std::vector<std::st
       CompactEvalRow r;
       r.method = to_string(method);
       r.ratio = ratio;
-      double mean = 0;
-      for (double x : a.delta) mean += x;
-      mean /= D;
-      double ss = 0;
-      for (double x : a.delta) ss += (x - mean) * (x - mean);
-      r.delta_nll_mean = mean;
-      r.delta_nll_sem = D > 1 ? std::sqrt(ss / (D - 1)) / std::sqrt(D) : 0.0;
+      const MeanSem delta = mean_sem(a.delta);
+      r.delta_nll_mean = delta.mean;
+      r.delta_nll_sem = delta.sem;
       r.nll_mean = a.nll / D;
       r.cache_bytes = a.bytes / D;
       r.full_cache_bytes = a.full_bytes / D;

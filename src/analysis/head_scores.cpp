@@ -228,9 +228,7 @@ HeadScores influence_scores(const InfluenceCurves& curves, const ModelConfig& co
       if (curve == nullptr)
         throw Error(fmt::format("influence scores: head {} was not swept (sweep --heads all)",
                                 head_name(l, g)));
-      double area = 0;
-      for (std::size_t i = 1; i < curve->ratios.size(); ++i)
-        area += 0.5 * (curve->mean[i] + curve->mean[i - 1]) * (curve->ratios[i] - curve->ratios[i - 1]);
+      const double area = curve->area();
       documents = std::max(documents, curve->documents);
       for (const QueryHeadId& q : query_heads_of_kv_head(config, l, g))
         per_head[static_cast<std::size_t>(l) * config.n_heads + q.head] = -area;

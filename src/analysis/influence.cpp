@@ -18,6 +18,7 @@
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "io/json_number.h"
 #include "core/model_fingerprint.h"
 #include "model/transformer.h"
@@ -226,8 +227,8 @@ DocumentInfluence sweep_context(
     out.seconds = seconds_since(t_start);
     if (on_head) on_head(out);
     if (options.progress)
-      std::fprintf(stderr, "influence: document %d, head %s (%zu/%zu), %.2f s\n", document + 1,
-                   head_name(head.layer, head.kv_head).c_str(), k + 1, heads.size(), seconds_since(t_head));
+      log_line(fmt::format("influence: document {}, head {} ({}/{}), {:.2f} s", document + 1,
+                   head_name(head.layer, head.kv_head), k + 1, heads.size(), seconds_since(t_head)));
   }
   out.seconds = seconds_since(t_start);
   return out;
@@ -389,8 +390,8 @@ void run_shard(std::size_t n_items, const std::function<ItemSweep(std::size_t)>&
         read_unit(path, study.id, c.n_layers, c.n_kv_heads);  // refuses another study's unit
         ++skipped;
         if (o.progress)
-          std::fprintf(stderr, "influence: shard %d/%d: unit %zu (document %zu, head %s) already done\n",
-                       o.shard.index, o.shard.count, u, d + 1, head_name(o.heads[k].layer, o.heads[k].kv_head).c_str());
+          log_line(fmt::format("influence: shard {}/{}: unit {} (document {}, head {}) already done",
+                       o.shard.index, o.shard.count, u, d + 1, head_name(o.heads[k].layer, o.heads[k].kv_head)));
         continue;
       }
       od.heads.push_back(o.heads[k]);
@@ -415,8 +416,8 @@ void run_shard(std::size_t n_items, const std::function<ItemSweep(std::size_t)>&
     item(d)(od, nullptr, save);
   }
   if (o.progress)
-    std::fprintf(stderr, "influence: shard %d/%d: units %zu..%zu: %zu swept, %zu already done\n", o.shard.index,
-                 o.shard.count, begin, end, swept, skipped);
+    log_line(fmt::format("influence: shard {}/{}: units {}..{}: {} swept, {} already done", o.shard.index,
+                 o.shard.count, begin, end, swept, skipped));
 }
 
 InfluenceCurves run_items(const Model& model, std::size_t n_items, const std::function<ItemSweep(std::size_t)>& item,
@@ -449,7 +450,7 @@ InfluenceCurves run_items(const Model& model, std::size_t n_items, const std::fu
       for (const HeadId& h : o.heads)
         if (std::find(done->heads.begin(), done->heads.end(), h) == done->heads.end()) complete = false;
     if (complete) {
-      if (o.progress) std::fprintf(stderr, "influence: document %zu/%zu already done (%s)\n", d + 1, n_items, path.c_str());
+      if (o.progress) log_line(fmt::format("influence: document {}/{} already done ({})", d + 1, n_items, path));
       results.push_back(*done);
       continue;
     }
@@ -459,7 +460,7 @@ InfluenceCurves run_items(const Model& model, std::size_t n_items, const std::fu
     results.push_back(item(d)(o, done.get(), save));
     save(results.back());
     if (o.progress)
-      std::fprintf(stderr, "influence: document %zu/%zu done in %.1f s\n", d + 1, n_items, results.back().seconds);
+      log_line(fmt::format("influence: document {}/{} done in {:.1f} s", d + 1, n_items, results.back().seconds));
   }
 
   InfluenceCurves curves;
@@ -526,7 +527,7 @@ InfluenceCurves run_influence_qa(const Model& model, const std::vector<QaArticle
     return [&, a](const InfluenceOptions& o, const DocumentInfluence* done,
                   const std::function<void(const DocumentInfluence&)>& on_head) {
       const QaArticleTokens at = tokenize_qa_article(model, articles[a], qa);
-      if (!at.note.empty() && options.progress) std::fprintf(stderr, "note: %s\n", at.note.c_str());
+      if (!at.note.empty() && options.progress) log_line(fmt::format("note: {}", at.note));
       auto spans = [&](const KVCache& full, const std::vector<float>& last_logits) {
         std::vector<EvalSpan> out;
         for (std::size_t q = 0; q < at.prompts.size(); ++q) {

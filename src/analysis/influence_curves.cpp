@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "analysis/mean_sem.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "core/error.h"
@@ -200,17 +201,11 @@ CurveStats aggregate_documents(const std::vector<std::vector<double>>& per_docum
   s.mean.assign(n, 0.0);
   s.sem.assign(n, 0.0);
   s.std.assign(n, 0.0);
+  std::vector<double> column(docs);
   for (std::size_t i = 0; i < n; ++i) {
-    double sum = 0;
-    for (const auto& row : per_document) sum += row[i];
-    const double mean = sum / static_cast<double>(docs);
-    s.mean[i] = mean;
-    if (docs > 1) {
-      double ss = 0;
-      for (const auto& row : per_document) ss += (row[i] - mean) * (row[i] - mean);
-      s.std[i] = std::sqrt(ss / static_cast<double>(docs - 1));
-      s.sem[i] = s.std[i] / std::sqrt(static_cast<double>(docs));
-    }
+    for (std::size_t d = 0; d < docs; ++d) column[d] = per_document[d][i];
+    const MeanSem m = mean_sem(column);
+    s.mean[i] = m.mean, s.std[i] = m.std, s.sem[i] = m.sem;
   }
   return s;
 }

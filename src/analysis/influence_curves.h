@@ -34,6 +34,14 @@ struct HeadCurve {
   std::vector<double> sem;
   std::vector<double> std;
   int documents = 0;
+  /// Area under the mean curve (trapezoid over `ratios`), nats/token x ratio; more negative =
+  /// more keys help the head more.
+  double area() const {
+    double a = 0;
+    for (std::size_t i = 1; i < ratios.size() && i < mean.size(); ++i)
+      a += 0.5 * (mean[i] + mean[i - 1]) * (ratios[i] - ratios[i - 1]);
+    return a;
+  }
 };
 
 /// All heads' curves of one sweep.

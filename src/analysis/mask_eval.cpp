@@ -13,8 +13,10 @@
 #include "analysis/answer_generation.h"
 #include "analysis/answer_scoring.h"
 #include "analysis/chrf.h"
+#include "analysis/mean_sem.h"
 #include "io/atomic_file.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "io/json_number.h"
 #include "io/json_file.h"
 #include "core/model_fingerprint.h"
@@ -55,11 +57,7 @@ struct Condition {
 // Per-family metric values of one condition: metric -> family -> value.
 using FamilyMetrics = std::map<std::string, std::map<std::string, double>>;
 
-double mean_of(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
-}
+double mean_of(const std::vector<double>& v) { return mean_sem(v).mean; }
 
 }  // namespace
 
@@ -107,10 +105,9 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
       if (k < total_heads && scores.ranked[k - 1].score == scores.ranked[k].score)
         tied += fmt::format("{}{} (score {:.4g})", tied.empty() ? "" : ", ", k, scores.ranked[k].score);
     if (!tied.empty())
-      std::fprintf(stderr,
-                   "kvcompact: warning: tied head scores cross the TopK boundary at K = %s; tied heads are taken "
-                   "in the scores file's order\n",
-                   tied.c_str());
+      log_line(fmt::format("kvcompact: warning: tied head scores cross the TopK boundary at K = {}; tied heads are taken "
+                   "in the scores file's order",
+                   tied));
   }
 
   MaskEvalResult result;
@@ -236,8 +233,8 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
     if (options.progress) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double all = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-      std::fprintf(stderr, "mask-eval: [%zu/%zu] %s: %zu items in %.1f s (%.0f s so far)\n", ci + 1,
-                   conditions.size(), cond.label.c_str(), items.size(), s, all);
+      log_line(fmt::format("mask-eval: [{}/{}] {}: {} items in {:.1f} s ({:.0f} s so far)", ci + 1,
+                   conditions.size(), cond.label, items.size(), s, all));
     }
   }
 
@@ -285,11 +282,8 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
           else
             draws.push_back(metrics[ci][m][f]);
         }
-        const double mean = mean_of(draws);
-        double var = 0;
-        for (double x : draws) var += (x - mean) * (x - mean);
-        const double sem = draws.size() > 1 ? std::sqrt(var / (draws.size() - 1)) / std::sqrt(double(draws.size())) : 0.0;
-        result.rows.push_back({f, k, "randomk", m, mean, sem, static_cast<int>(draws.size()), family_items[f]});
+        const MeanSem s = mean_sem(draws);
+        result.rows.push_back({f, k, "randomk", m, s.mean, s.sem, s.n, family_items[f]});
       }
     }
   return result;

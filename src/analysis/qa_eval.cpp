@@ -12,9 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/continuation_nll.h"
+#include "analysis/mean_sem.h"
 #include "compaction/head_compaction.h"
 #include "io/atomic_file.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "io/json_number.h"
 #include "io/text_documents.h"
 #include "model/generate_from_cache.h"
@@ -344,9 +346,9 @@ QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& artic
     }
     store.save();
     if (options.progress)
-      std::fprintf(stderr, "qa-eval: article %zu/%zu (%zu context tokens, %zu questions), %.1f s\n", ai + 1,
+      log_line(fmt::format("qa-eval: article {}/{} ({} context tokens, {} questions), {:.1f} s", ai + 1,
                    articles.size(), ids.size(), art.questions.size(),
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
   }
 
   res.articles = static_cast<int>(articles.size());
@@ -356,14 +358,10 @@ QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& artic
     const double n = static_cast<double>(a.nll.size());
     row.questions = static_cast<int>(a.nll.size());
     if (n == 0) return;
-    double s = 0, d = 0;
-    for (double x : a.nll) s += x;
-    for (double x : a.delta) d += x;
-    row.answer_nll_mean = s / n;
-    row.delta_answer_nll_mean = d / n;
-    double ss = 0;
-    for (double x : a.delta) ss += (x - row.delta_answer_nll_mean) * (x - row.delta_answer_nll_mean);
-    row.delta_answer_nll_sem = n > 1 ? std::sqrt(ss / (n - 1)) / std::sqrt(n) : 0.0;
+    row.answer_nll_mean = mean_sem(a.nll).mean;
+    const MeanSem delta = mean_sem(a.delta);
+    row.delta_answer_nll_mean = delta.mean;
+    row.delta_answer_nll_sem = delta.sem;
     row.mc_correct = a.correct;
     row.mc_accuracy = a.correct / n;
     row.kept_entries = a.entries / A;
