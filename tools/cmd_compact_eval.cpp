@@ -7,7 +7,10 @@
 #include <tuple>
 
 #include "analysis/compact_eval.h"
+#include "analysis/compact_eval_shards.h"
+#include "analysis/influence_shards.h"
 #include "cli_model.h"
+#include "compact_eval_report.h"
 #include "io/atomic_file.h"
 #include "core/error.h"
 #include "io/text_documents.h"
@@ -19,6 +22,52 @@
 
 namespace kvcompact::cli {
 
+int report_compact_eval(const CompactEvalResult& r, nlohmann::json header, const CompactEvalReportFiles& files,
+                      bool as_json) {
+  Table table({"method", "ratio", "delta_nll_mean", "delta_nll_sem", "nll_mean", "kept_entries",
+               "cache_bytes", "full_cache_bytes", "compaction_seconds", "compaction_seconds_per_head"},
+              4);
+  for (const auto& row : r.rows)
+    table.add_row({row.method, row.ratio, row.delta_nll_mean, row.delta_nll_sem, row.nll_mean,
+                   static_cast<long long>(std::llround(row.kept_entries)), static_cast<long long>(std::llround(row.cache_bytes)),
+                   static_cast<long long>(std::llround(row.full_cache_bytes)), row.compaction_seconds, row.compaction_seconds_per_head});
+  nlohmann::json j = std::move(header);
+  j.update({{"documents", r.documents},
+            {"full_nll_mean", r.full_nll_mean},
+            {"mean_context_tokens", r.mean_context_tokens},
+            {"mean_continuation_tokens", r.mean_continuation_tokens},
+            {"reference_seconds", r.reference_seconds},
+            {"units", {{"nll", "nats/token"}, {"bytes", "bytes"}, {"seconds", "s per document"}}},
+            {"rows", table.to_json()}});
+  for (std::size_t i = 0; i < r.rows.size(); ++i) {
+    j["rows"][i]["delta_nll_per_document"] = r.rows[i].delta_nll_per_document;
+    j["rows"][i]["seconds_per_document"] = r.rows[i].seconds_per_document;
+  }
+  j["per_document"] = nlohmann::json::array();
+  for (const auto& doc : r.per_document)
+    j["per_document"].push_back({{"tokens", doc.tokens},
+                                 {"context_tokens", doc.context_tokens},
+                                 {"full_nll", doc.full_nll},
+                                 {"reference_seconds", doc.reference_seconds}});
+  if (!files.csv.empty()) write_file_atomic(files.csv, table.to_csv());
+  if (!files.plot.empty()) {
+    std::vector<CompactEvalRow> positive;  // log-x: ratio 0 cannot be drawn
+    for (const auto& row : r.rows)
+      if (row.ratio > 0) positive.push_back(row);
+    write_figure(files.plot, method_frontier_figure(frontier_points(positive)));
+  }
+  if (!files.json.empty()) write_file_atomic(files.json, j.dump(2) + "\n");
+  if (as_json) {
+    print_json(j);
+  } else {
+    fmt::print("{} documents, mean context {:.1f} tokens, continuation {:.1f} tokens; full-cache NLL {:.4f} nats/token\n",
+               r.documents, r.mean_context_tokens, r.mean_continuation_tokens, r.full_nll_mean);
+    fmt::print("delta_nll = NLL(compacted) - NLL(full cache), nats/token, mean +- SEM over documents\n\n");
+    fmt::print("{}", table.to_text());
+  }
+  return 0;
+}
+
 Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
   struct Opts {
     ModelOptions m;
@@ -29,7 +78,7 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
     int context_tokens = 0, continuation_tokens = 0;
     std::string split = "blank-lines";
     unsigned long long seed = 0;
-    std::string budgets, plot;
+    std::string budgets, plot, shard, out_dir;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -56,9 +105,15 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--plot", o->plot, "write the delta-NLL vs ratio figure (.svg or .png)");
   cmd->add_option("--csv", o->csv, "also write the table as CSV to this file");
   cmd->add_option("--out-json", o->json_out, "also write the JSON result to this file");
+  cmd->add_option("--out", o->out_dir,
+                  "study folder: each document's result is written there (units/) and a rerun skips the finished "
+                  "ones; `kvcompact merge DIR` aggregates");
+  cmd->add_option("--shard", o->shard, "run shard I of N (I/N, 0-based) of the documents into --out DIR");
   add_common_options(cmd, common);
   return [o, &common] {
     CompactEvalOptions opt;
+    const ShardSpec shard = o->shard.empty() ? ShardSpec{} : parse_shard(o->shard);
+    if (shard.active() && o->out_dir.empty()) throw Error("--shard: needs --out DIR (the shared study folder)");
     opt.ratios = parse_number_list("--ratios", o->ratios);
     opt.methods = parse_method_list(o->methods);
     opt.context_frac = o->context_frac;
@@ -94,53 +149,32 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
       throw Error(fmt::format("{}: --skip {} leaves no documents (the file has {} usable)", o->data, o->skip,
                               docs.size()));
     docs.erase(docs.begin(), docs.begin() + o->skip);
-    CompactEvalResult r = run_compact_eval(model, docs, opt);
-
-    Table table({"method", "ratio", "delta_nll_mean", "delta_nll_sem", "nll_mean", "kept_entries",
-                 "cache_bytes", "full_cache_bytes", "compaction_seconds", "compaction_seconds_per_head"},
-                4);
-    for (const auto& row : r.rows)
-      table.add_row({row.method, row.ratio, row.delta_nll_mean, row.delta_nll_sem, row.nll_mean,
-                     static_cast<long long>(std::llround(row.kept_entries)), static_cast<long long>(std::llround(row.cache_bytes)),
-                     static_cast<long long>(std::llround(row.full_cache_bytes)), row.compaction_seconds, row.compaction_seconds_per_head});
-    nlohmann::json j = {{"model", model.path},
-                        {"data", o->data},
-                        {"documents", r.documents},
-                        {"context_frac", opt.context_frac},
-                        {"budgets", o->budgets},
-                        {"full_nll_mean", r.full_nll_mean},
-                        {"mean_context_tokens", r.mean_context_tokens},
-                        {"mean_continuation_tokens", r.mean_continuation_tokens},
-                        {"reference_seconds", r.reference_seconds},
-                        {"units", {{"nll", "nats/token"}, {"bytes", "bytes"}, {"seconds", "s per document"}}},
-                        {"rows", table.to_json()}};
-    for (std::size_t i = 0; i < r.rows.size(); ++i) {
-      j["rows"][i]["delta_nll_per_document"] = r.rows[i].delta_nll_per_document;
-      j["rows"][i]["seconds_per_document"] = r.rows[i].seconds_per_document;
-    }
-    j["per_document"] = nlohmann::json::array();
-    for (const auto& doc : r.per_document)
-      j["per_document"].push_back({{"tokens", doc.tokens},
-                                   {"context_tokens", doc.context_tokens},
-                                   {"full_nll", doc.full_nll},
-                                   {"reference_seconds", doc.reference_seconds}});
-    if (!o->csv.empty()) write_file_atomic(o->csv, table.to_csv());
-    if (!o->plot.empty()) {
-      std::vector<CompactEvalRow> positive;  // log-x: ratio 0 cannot be drawn
-      for (const auto& row : r.rows)
-        if (row.ratio > 0) positive.push_back(row);
-      write_figure(o->plot, method_frontier_figure(frontier_points(positive)));
-    }
-    if (!o->json_out.empty()) write_file_atomic(o->json_out, j.dump(2) + "\n");
-    if (common.json) {
-      print_json(j);
+    CompactEvalResult r;
+    if (!o->out_dir.empty()) {
+      const CompactEvalShardRun run = run_compact_eval_shard(model, docs, opt, o->out_dir, shard);
+      const CompactEvalMerge merged = merge_compact_eval(o->out_dir);
+      if (!merged.missing.empty()) {
+        const ShardSpec s = shard.active() ? shard : ShardSpec{0, 1};
+        const std::size_t done = static_cast<std::size_t>(merged.study.documents) - merged.missing.size();
+        if (common.json)
+          print_json({{"study", merged.study.id}, {"shard", {{"index", s.index}, {"count", s.count}}},
+                      {"evaluated", run.evaluated}, {"skipped", run.skipped}, {"documents_done", done},
+                      {"documents", merged.study.documents}});
+        else
+          fmt::print("compact-eval: shard {}/{} (documents {}..{}): {} evaluated, {} already done; {}: {} of {} "
+                     "documents done (`kvcompact merge {}` once every shard has finished)\n",
+                     s.index, s.count, run.begin + 1, run.end, run.evaluated, run.skipped, o->out_dir, done,
+                     merged.study.documents, o->out_dir);
+        return 0;
+      }
+      r = merged.result;
     } else {
-      fmt::print("{} documents, mean context {:.1f} tokens, continuation {:.1f} tokens; full-cache NLL {:.4f} nats/token\n",
-                 r.documents, r.mean_context_tokens, r.mean_continuation_tokens, r.full_nll_mean);
-      fmt::print("delta_nll = NLL(compacted) - NLL(full cache), nats/token, mean +- SEM over documents\n\n");
-      fmt::print("{}", table.to_text());
+      r = run_compact_eval(model, docs, opt);
     }
-    return 0;
+    const CompactEvalReportFiles files{o->csv, o->plot, o->json_out};
+    return report_compact_eval(r, {{"model", model.path}, {"data", o->data}, {"context_frac", opt.context_frac},
+                                   {"budgets", o->budgets}},
+                               files, common.json);
   };
 }
 

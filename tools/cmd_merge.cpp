@@ -1,10 +1,14 @@
-// `kvcompact merge`: the aggregate of a sharded influence sweep (issue #18) from its unit files.
+// `kvcompact merge`: the aggregate of a sharded influence sweep or compact-eval (issue #18) from its
+// unit files.
 #include <fmt/format.h>
 
 #include <cstdio>
 
+#include "analysis/compact_eval_shards.h"
 #include "analysis/influence_shards.h"
 #include "cli_common.h"
+#include "core/error.h"
+#include "compact_eval_report.h"
 #include "report/figures.h"
 #include "report/svg_plot.h"
 
@@ -18,15 +22,35 @@ Runner register_merge(CLI::App& app, CommonOptions& common) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
-      "merge", "aggregate a sharded influence sweep (influence --shard I/N) from its finished units; exit 2 "
-               "when units are missing (the aggregate then covers the finished ones)");
+      "merge", "aggregate a sharded influence sweep (influence --shard I/N) or compact-eval (compact-eval --out DIR "
+               "--shard I/N) from its finished units; exit 2 when units are missing (the aggregate then covers the "
+               "finished ones)");
   cmd->add_option("dirs", o->dirs, "output folders of the shards (one study; units are looked up in order)")
       ->required();
-  cmd->add_option("--out", o->out, "folder for influence.{json,csv,svg} (default: the first folder)");
+  cmd->add_option("--out", o->out,
+                  "folder for influence.{json,csv,svg} or compact_eval.{json,csv} (default: the first folder)");
   cmd->add_option("--band", o->band, "figure band: sem, std or none");
   cmd->add_flag("--png", o->png, "also write the figure as PNG");
   add_common_options(cmd, common);
   return [o, &common] {
+    if (has_compact_eval_study(o->dirs[0])) {
+      if (o->dirs.size() != 1) throw Error("merge: a compact-eval study is one folder (its shards share --out DIR)");
+      const CompactEvalMerge m = merge_compact_eval(o->dirs[0]);
+      const std::string out = o->out.empty() ? o->dirs[0] : o->out;
+      const int documents = m.study.documents;
+      report_compact_eval(m.result,
+                          {{"study", m.study.id},
+                           {"model_fingerprint", m.study.settings.value("model_fingerprint", "")},
+                           {"context_frac", m.options.context_frac},
+                           {"missing_documents", m.missing}},
+                          {out + "/compact_eval.csv", "", out + "/compact_eval.json"}, common.json);
+      if (!m.missing.empty()) {
+        std::fprintf(stderr, "kvcompact: merge: %zu of %d documents missing; the aggregate covers the finished ones\n",
+                     m.missing.size(), documents);
+        return 2;
+      }
+      return 0;
+    }
     const BandKind band = parse_band_kind(o->band);
     const StudyStatus st = study_status(o->dirs);
     const InfluenceCurves curves = merge_units(st);

@@ -1,4 +1,5 @@
-// `kvcompact slurm`: an influence sweep as a SLURM job array plus a dependent merge job (issue #18).
+// `kvcompact slurm`: an influence sweep or a compact-eval as a SLURM job array plus a dependent
+// merge job (issue #18).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -6,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "analysis/compact_eval_shards.h"
 #include "analysis/influence_shards.h"
 #include "cli_common.h"
 #include "io/atomic_file.h"
@@ -75,15 +77,15 @@ void print_status(const StudyStatus& st, bool json) {
 Runner register_slurm(CLI::App& app, CommonOptions& common) {
   struct Opts {
     int array = 0, cpus = 1;
-    std::string partition, time, mem, status, job_name = "kvc-influence";
+    std::string partition, time, mem, status, job_name;
     bool dry_run = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
       "slurm",
-      "run a study on a SLURM cluster: `slurm influence ARGS... --array N` writes DIR/slurm/{influence_array,merge}"
-      ".sbatch (task i runs influence ARGS --shard i/N) and submits both with sbatch; `slurm --status DIR` "
-      "shows done/missing units per shard");
+      "run a study on a SLURM cluster: `slurm influence|compact-eval ARGS... --array N` writes "
+      "DIR/slurm/{STUDY_array,merge}.sbatch (task i runs STUDY ARGS --shard i/N) and submits both with sbatch; "
+      "`slurm --status DIR` shows done/missing units per shard");
   cmd->allow_extras();
   cmd->add_option("--array", o->array, "number of array tasks (shards)")->check(positive_number());
   cmd->add_option("--partition", o->partition, "SLURM partition (#SBATCH --partition)");
@@ -91,7 +93,7 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--cpus", o->cpus, "CPUs per task (#SBATCH --cpus-per-task; the task's --threads)")
       ->check(positive_number());
   cmd->add_option("--mem", o->mem, "memory per task (#SBATCH --mem, e.g. 8G)");
-  cmd->add_option("--job-name", o->job_name, "job name (the merge job adds -merge)");
+  cmd->add_option("--job-name", o->job_name, "job name (default kvc-STUDY; the merge job adds -merge)");
   cmd->add_flag("--dry-run", o->dry_run, "only write the scripts");
   cmd->add_option("--status", o->status, "show done/missing units per shard of the study in this folder");
   add_common_options(cmd, common);
@@ -99,11 +101,27 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
     const std::vector<std::string> args = cmd->remaining();
     if (!o->status.empty()) {
       if (!args.empty()) throw Error(fmt::format("slurm --status: unexpected argument '{}'", args[0]));
+      if (has_compact_eval_study(o->status)) {
+        const CompactEvalMerge m = merge_compact_eval(o->status);
+        const int done = m.study.documents - static_cast<int>(m.missing.size());
+        if (common.json) {
+          print_json({{"study", m.study.id}, {"documents", m.study.documents}, {"done", done}, {"missing", m.missing}});
+        } else {
+          fmt::print("compact-eval study {}: {}/{} documents done", m.study.id, done, m.study.documents);
+          for (std::size_t i = 0; i < m.missing.size() && i < 20; ++i)
+            fmt::print("{}{}", i == 0 ? "; missing documents: " : " ", m.missing[i] + 1);
+          fmt::print("{}\n", m.missing.size() > 20 ? " ..." : "");
+        }
+        return 0;
+      }
       print_status(study_status({o->status}), common.json);
       return 0;
     }
-    if (args.empty() || args[0] != "influence")
-      throw Error("slurm: give the study to run: `kvcompact slurm influence ARGS... --array N` (or --status DIR)");
+    if (args.empty() || (args[0] != "influence" && args[0] != "compact-eval"))
+      throw Error("slurm: give the study to run: `kvcompact slurm influence|compact-eval ARGS... --array N` (or "
+                  "--status DIR)");
+    const std::string study = args[0];
+    const std::string job_name = o->job_name.empty() ? "kvc-" + study : o->job_name;
     if (o->array < 1) throw Error("slurm: --array N (the number of array tasks) is required");
     std::string out;
     for (std::size_t i = 1; i < args.size(); ++i) {
@@ -114,7 +132,7 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
       if (args[i] == "--out" && i + 1 < args.size()) out = args[i + 1];
       if (args[i].starts_with("--out=")) out = args[i].substr(6);
     }
-    if (out.empty()) throw Error("slurm influence: --out DIR is required (the shared output folder)");
+    if (out.empty()) throw Error(fmt::format("slurm {}: --out DIR is required (the shared output folder)", study));
     const fs::path cwd = fs::current_path();
     const fs::path out_abs = fs::absolute(out).lexically_normal();
     const fs::path sdir = out_abs / "slurm";
@@ -127,7 +145,7 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
     for (const auto& a : args) cmdline += " " + shell_quote(a);
     const std::string array_script = fmt::format(
         "#!/bin/bash\n"
-        "# kvcompact influence as a SLURM job array: task i runs shard i/{n}. A requeued or restarted\n"
+        "# kvcompact {study} as a SLURM job array: task i runs shard i/{n}. A requeued or restarted\n"
         "# task skips the units already in {out}/units.\n"
         "#SBATCH --job-name={name}\n"
         "#SBATCH --array=0-{last}\n"
@@ -142,7 +160,7 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
         "echo \"kvcompact: job ${{SLURM_JOB_ID}} task ${{SLURM_ARRAY_TASK_ID}} (restart ${{SLURM_RESTART_COUNT:-0}}) "
         "on $(hostname -s)\"\n"
         "exec {cmd} --shard \"${{SLURM_ARRAY_TASK_ID}}/{n}\" --threads \"${{SLURM_CPUS_PER_TASK:-{cpus}}}\"\n",
-        fmt::arg("n", o->array), fmt::arg("out", out_abs.string()), fmt::arg("name", o->job_name),
+        fmt::arg("study", study), fmt::arg("n", o->array), fmt::arg("out", out_abs.string()), fmt::arg("name", job_name),
         fmt::arg("last", o->array - 1), fmt::arg("cpus", o->cpus), fmt::arg("logs", (sdir / "logs").string()),
         fmt::arg("hdr", common_hdr), fmt::arg("cmd", cmdline));
     const std::string merge_script = fmt::format(
@@ -155,9 +173,9 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
         "{hdr}"
         "set -euo pipefail\n"
         "exec {exe} merge {out}\n",
-        fmt::arg("name", o->job_name), fmt::arg("logs", (sdir / "logs").string()), fmt::arg("hdr", common_hdr),
+        fmt::arg("name", job_name), fmt::arg("logs", (sdir / "logs").string()), fmt::arg("hdr", common_hdr),
         fmt::arg("exe", shell_quote(exe)), fmt::arg("out", shell_quote(out_abs.string())));
-    const std::string array_path = (sdir / "influence_array.sbatch").string();
+    const std::string array_path = (sdir / (study + "_array.sbatch")).string();
     const std::string merge_path = (sdir / "merge.sbatch").string();
     std::string sbatch;
     if (!o->dry_run) {

@@ -7,6 +7,7 @@
 
 #include "compaction/compact_cache.h"
 #include "model/model.h"
+#include "model/transformer.h"
 
 namespace kvcompact {
 
@@ -60,6 +61,37 @@ struct CompactEvalResult {
   double reference_seconds = 0;      ///< total time of the repeat-prefills (reference queries)
   std::vector<CompactEvalDocument> per_document;  ///< [documents], in order
 };
+
+/// One (method, ratio) result of one document.
+struct CompactEvalCell {
+  double nll = 0;         ///< compacted-cache continuation NLL, nats/token
+  double bytes = 0;       ///< compacted cache bytes (KVCache::bytes)
+  double full_bytes = 0;  ///< full context cache bytes
+  double heads = 1;       ///< n_layers * n_kv_heads of the cache
+  double seconds = 0;     ///< wall time of compact_cache
+  double entries = 0;     ///< entries kept, summed over heads
+};
+
+/// One document's whole evaluation: the work unit of a sharded compact-eval.
+struct CompactEvalUnit {
+  int document = 0;                    ///< 0-based index in the document list
+  CompactEvalDocument doc;             ///< tokens, T, full-cache NLL, reference seconds
+  std::vector<CompactEvalCell> cells;  ///< [methods x ratios], methods outer, in the options' order
+};
+
+/// Checks the options against the model (throws Error as run_compact_eval).
+void validate_compact_eval_options(const Model& model, const CompactEvalOptions& options);
+
+/// Evaluates document `d` (0-based; text `document`) as run_compact_eval does. `warned_seq_len`
+/// carries the once-per-run max_seq_len warning. Throws as run_compact_eval.
+CompactEvalUnit evaluate_compact_eval_document(const Model& model, const Transformer& transformer,
+                                               const std::string& document, std::size_t d,
+                                               const CompactEvalOptions& options, bool& warned_seq_len);
+
+/// The result of run_compact_eval from its per-document units (in document order; the sums run in
+/// that order, so a sharded study merges to the same numbers as one process). Throws Error when
+/// `units` is empty or a unit's cells do not match the options.
+CompactEvalResult aggregate_compact_eval(const CompactEvalOptions& options, const std::vector<CompactEvalUnit>& units);
 
 /// For each document: encode with BOS (N tokens), context = the first T = floor(context_frac*N)
 /// tokens, continuation = the rest. Prefill the context with repeat-prefill to get its cache and

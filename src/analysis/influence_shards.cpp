@@ -23,7 +23,10 @@ bool parse_int(const std::string& s, int& v) {
   return ec == std::errc() && p == s.data() + s.size();
 }
 
-/// The settings keys whose values differ between two studies (for the error message).
+std::string manifest_name(const ShardSpec& s) { return fmt::format("shard_{}_of_{}.json", s.index, s.count); }
+
+}  // namespace
+
 std::string differing_settings(const nlohmann::json& a, const nlohmann::json& b) {
   std::vector<std::string> keys;
   for (const auto& [k, v] : a.items())
@@ -35,10 +38,6 @@ std::string differing_settings(const nlohmann::json& a, const nlohmann::json& b)
   for (const auto& k : keys) out += (out.empty() ? "" : ", ") + (k == "input_hashes" ? "input documents" : k);
   return out;
 }
-
-std::string manifest_name(const ShardSpec& s) { return fmt::format("shard_{}_of_{}.json", s.index, s.count); }
-
-}  // namespace
 
 ShardSpec parse_shard(const std::string& text) {
   const auto slash = text.find('/');

@@ -27,6 +27,10 @@ struct ShardSpec {
 /// Parses "I/N". Throws Error("--shard ...") unless both are integers with N >= 1 and 0 <= I < N.
 ShardSpec parse_shard(const std::string& text);
 
+/// The keys whose values differ between two study settings, comma-separated ("input documents"
+/// for input_hashes), or "none": what an error about mixed studies names.
+std::string differing_settings(const nlohmann::json& a, const nlohmann::json& b);
+
 /// Units [begin, end) of shard s among n_units (contiguous, sizes differ by at most one).
 std::pair<std::size_t, std::size_t> shard_range(std::size_t n_units, const ShardSpec& s);
 

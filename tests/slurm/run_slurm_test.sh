@@ -5,7 +5,8 @@
 # the munge socket under a temporary folder), then
 #   1. runs a small stories260K influence sweep as a 4-task array + dependent merge through
 #      `kvcompact slurm influence ... --array 4` (sbatch) and checks the merged influence.{json,csv}
-#      equal a one-process run byte for byte;
+#      equal a one-process run byte for byte; then a 6-document compact-eval as a 3-task array +
+#      merge (`kvcompact slurm compact-eval ... --array 3`), its table against a one-process run;
 #   2. fault test: SIGKILLs one running array task mid-run (scancel --signal=KILL), requeues it
 #      (scontrol requeue) and checks that no finished unit was lost or rewritten, that the requeued
 #      task skipped them, and that the final merge again equals the one-process run.
@@ -141,6 +142,19 @@ for f in influence.json influence.csv; do
 done
 say "merged influence.json and influence.csv equal the one-process run byte for byte"
 "$KVC" slurm --status "$T/out" | sed 's/^/  /'
+
+# --- compact-eval over 6 documents as a 3-task array + merge: the merged table equals a
+# one-process run (all but the timing columns, byte for byte)
+CE=(--model "$MODEL" --data "$DATA" --docs 6 --ratios 0.1,0.5 --methods am,snapkv,random)
+"$KVC" compact-eval "${CE[@]}" --threads 2 --csv "$T/ce_one.csv" >/dev/null 2>"$T/ce_one.err" ||
+  { cat "$T/ce_one.err"; fail "compact-eval one-process run"; }
+"$KVC" slurm compact-eval "${CE[@]}" --out "$T/ceout" --array 3 --cpus 1 --time 10:00 | sed 's/^/  /'
+wait_jobs 300
+cat "$T"/ceout/slurm/logs/merge_*.log | sed 's/^/  merge log: /'
+cmp <(cut -d, -f1-8 "$T/ce_one.csv") <(cut -d, -f1-8 "$T/ceout/compact_eval.csv") ||
+  fail "the merged compact-eval table differs from the one-process run"
+say "compact-eval, 3-task array + merge: the merged table equals the one-process run (columns 1-8 byte for byte)"
+"$KVC" slurm --status "$T/ceout" | sed 's/^/  /'
 
 # --- fault test: more units per task, so that a task can be killed mid-run
 # 4 documents x 20 heads = 80 units, 20 per task (task 1: document 2); 51 ratios and --plain make

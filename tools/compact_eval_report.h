@@ -1,0 +1,23 @@
+// The compact-eval table, JSON, CSV and figure: printed by `compact-eval` and by `merge` of a
+// sharded compact-eval study (tools/cmd_compact_eval.cpp).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/compact_eval.h"
+
+namespace kvcompact::cli {
+
+/// Optional output files ("" = not written).
+struct CompactEvalReportFiles {
+  std::string csv, plot, json;
+};
+
+/// Prints the result (text table, or JSON when as_json) with `header` (model, data, ...) merged
+/// into the JSON, and writes the requested files. Returns the exit status (0).
+int report_compact_eval(const CompactEvalResult& r, nlohmann::json header, const CompactEvalReportFiles& files,
+                        bool as_json);
+
+}  // namespace kvcompact::cli
