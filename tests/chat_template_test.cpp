@@ -271,13 +271,25 @@ TEST(ChatTemplate, MatchesTransformersApplyChatTemplate) {
   ASSERT_TRUE(testing::python_ready("transformers jinja2 gguf"));
   const std::string smol = testing::real_model(kSmolGguf);
   ASSERT_FALSE(smol.empty()) << kSmolGguf << " is missing from " << testing::kModelsDir << ": run scripts/fetch_models.sh";
+  // A saved folder as transformers >= 4.43 writes it: chat_template.jinja beside a
+  // tokenizer_config.json that has its own chat_template; transformers uses the .jinja file.
+  const fs::path jinja_dir = tmp_dir() / "qwen3_with_jinja";
+  fs::create_directories(jinja_dir);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(fs::path(kQwen3) / f, jinja_dir / f, fs::copy_options::overwrite_existing);
+  std::ofstream(jinja_dir / "chat_template.jinja")
+      << "{%- for m in messages %}<|{{ m.role }}|>{{ m.content | trim }}{% if m.name is defined %} ({{ m.name }})"
+         "{% endif %}{{ eos_token }}\n{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
   std::map<std::string, ChatTemplate> real{{"qwen3", load_chat_template(kQwen3)},
+                                           {"qwen3_jinja", load_chat_template(jinja_dir.string())},
                                            {"llama3", load_chat_template(kLlama3 + "/tokenizer_config.json")},
                                            {"smollm2", load_gguf_chat_template(smol)}};
+  EXPECT_EQ(real.at("qwen3_jinja").path, (jinja_dir / "chat_template.jinja").string());
   const std::vector<ojson> convs = conversations();
   std::vector<Case> cases;
   for (const auto& [name, t] : real) {
-    ojson spec = name == "smollm2" ? ojson{{"gguf", smol}} : ojson{{"tokenizer", name == "qwen3" ? kQwen3 : kLlama3}};
+    const std::string dir = name == "qwen3" ? kQwen3 : name == "qwen3_jinja" ? jinja_dir.string() : kLlama3;
+    ojson spec = name == "smollm2" ? ojson{{"gguf", smol}} : ojson{{"tokenizer", dir}};
     std::vector<ojson> kwarg_sets{ojson::object()};
     if (name == "qwen3") {
       kwarg_sets.push_back({{"enable_thinking", false}});
