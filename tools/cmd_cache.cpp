@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/budget_solver.h"
+#include "analysis/compact_context.h"
 #include "analysis/continuation_nll.h"
 #include "cli_model.h"
 #include "compaction/compact_cache.h"
@@ -121,12 +122,7 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     const std::string text = trim(read_text_file(o->context));
     const std::vector<int> ids = model.tokenizer->encode(text, /*add_bos=*/true);
     if (ids.size() < 2) throw Error(fmt::format("{}: the context encodes to {} tokens (need at least 2)", o->context, ids.size()));
-    warn_past_max_seq_len(static_cast<long long>(ids.size()), model.config.max_seq_len);
-    Transformer transformer(model.config, model.weights);
-    QueryPlan plan;
-    plan.spec = co.method.queries;
-    plan.seed = o->seed;
-    ContextPrefill prefill = collect_reference_queries(transformer, *model.tokenizer, ids, plan);
+    const ContextPrefill prefill = prefill_for_compaction(model, ids, co);
     std::size_t uniform_bytes = 0;
     if (!o->budgets.empty()) {
       const BudgetSchedule s = read_budget_schedule_for(o->budgets, model.config.n_layers, model.config.n_kv_heads);
@@ -138,15 +134,8 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
       uniform_bytes = compact_cache(prefill.cache, prefill.queries, uniform, &prefill.context_queries).bytes();
     }
     if (!o->dump_heads.empty()) dump_heads(o->dump_heads, prefill, co, model.config.n_layers);
-    KvcFile f;
-    f.model_fingerprint = model_fingerprint(model.config, model.weights);
-    f.model_name = std::filesystem::path(model.path).filename().string();
-    f.config = model.config;
-    f.method = to_string(co.method);
-    f.ratio = co.ratio;
-    f.context_tokens.assign(ids.begin(), ids.end());
-    f.last_logits = prefill.last_logits;
-    f.cache = compact_cache(prefill.cache, prefill.queries, co, &prefill.context_queries);
+    const CompactedContext compacted = compact_context(model, ids, prefill, co);
+    const KvcFile& f = compacted.file;
     write_kvc_file(o->out, f);
     const auto file_bytes = std::filesystem::file_size(o->out);
     if (common.json) {

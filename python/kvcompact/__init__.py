@@ -8,6 +8,7 @@ CPU inference of Llama-family models, as bindings over the C++ library (numpy fl
 See _kvcompact.pyi for every signature, shape and error.
 """
 from ._kvcompact import (
+    CompactedCache,
     Error,
     Model,
     __version__,
@@ -21,6 +22,7 @@ from ._kvcompact import (
 )
 
 __all__ = [
+    "CompactedCache",
     "Error",
     "Model",
     "__version__",

@@ -86,6 +86,28 @@ def set_threads(n: int) -> None:
 def get_threads() -> int:
     """OpenMP's current maximum number of threads."""
 
+class CompactedCache:
+    """A compacted context cache: what a .kvc file holds (docs/kvc_format.md)."""
+    @property
+    def method(self) -> str: ...
+    @property
+    def ratio(self) -> float: ...
+    @property
+    def context_tokens(self) -> list[int]: ...
+    @property
+    def kept_entries(self) -> int:
+        """Entries kept, summed over layers and KV heads."""
+    @property
+    def cache_bytes(self) -> int:
+        """float32 keys, values and beta of the kept entries, in bytes."""
+    @property
+    def full_entries(self) -> int:
+        """Entries of the full context cache (0 for a cache read from a file)."""
+    @property
+    def full_cache_bytes(self) -> int: ...
+    def save(self, path: str) -> None:
+        """Writes the .kvc file atomically (kvcompact generate/ppl --cache read it)."""
+
 class ModelConfig(TypedDict):
     """The library's model summary (the keys of `kvcompact info --json`) plus adds_bos."""
     model: str
@@ -136,9 +158,28 @@ class Model:
         """Mean teacher-forced NLL in nats/token of ids[1:] given the ids before (perplexity =
         exp(nll)); needs >= 2 ids."""
     def generate(
-        self, prompt: str = "", steps: int = 64, temperature: float = 0.0, top_p: float = 0.9, seed: int = 0
+        self,
+        prompt: str = "",
+        steps: int = 64,
+        temperature: float = 0.0,
+        top_p: float = 0.9,
+        seed: int = 0,
+        cache: CompactedCache | None = None,
     ) -> Generation:
         """llama2.c-style generation (the CLI's `generate`): `steps` positions including the
         prompt (encoded with BOS), stopping at BOS/EOS; temperature 0 is greedy, else nucleus
         sampling (top_p) seeded by seed. text: the pieces after the first prompt token, then the
-        generated ones; generated: the sampled ids."""
+        generated ones; generated: the sampled ids.
+        With `cache` (the CLI's `generate --cache`): continues the compacted context; the prompt
+        is encoded without BOS after it and `steps` new tokens at most are sampled; the cache
+        object is not changed. Raises ValueError for a cache of another model."""
+    def compact(
+        self, context: str | Sequence[int], ratio: float = 0.1, method: str = "am", seed: int = 0, **options: object
+    ) -> CompactedCache:
+        """The CLI's `compact`: prefills `context` (text encoded with BOS, or token ids), collects
+        the reference queries the method needs and compacts every KV head to max(1, floor(ratio*T))
+        entries (method spec and options as compact_head). Raises ValueError (ratio outside
+        [0, 1], fewer than 2 tokens) or kvcompact.Error (bad method spec)."""
+    def load_cache(self, path: str) -> CompactedCache:
+        """Reads a .kvc file (docs/kvc_format.md) and checks it was made for this model (its
+        fingerprint); raises kvcompact.Error naming the file otherwise."""

@@ -59,4 +59,7 @@ py::array_t<T> to_array(std::vector<T>&& values, std::vector<py::ssize_t> shape)
   return py::array_t<T>(shape, owned->data(), owner);
 }
 
+/// method + the keyword options as spec settings: "am" + {iters: 4} -> "am,iters=4" (compact.cpp).
+std::string spec_text(const std::string& method, const py::dict& options);
+
 }  // namespace kvcompact::py_bind

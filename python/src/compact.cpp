@@ -14,7 +14,6 @@
 #include "compaction/method_spec.h"
 
 namespace kvcompact::py_bind {
-namespace {
 
 /// method + the keyword options as spec settings: "am" + {iters: 4} -> "am,iters=4"; a tuple or
 /// list value gives its items joined by ':' (pool=("max", 5) -> "pool=max:5"), a bool gives 1/0.
@@ -36,6 +35,9 @@ std::string spec_text(const std::string& method, const py::dict& options) {
   }
   return s;
 }
+
+namespace {
+
 
 /// The budget from exactly one of ratio (in [0, 1]) and t (in [0, T]). Throws py::value_error.
 int budget(std::optional<double> ratio, std::optional<int> t, int T) {

@@ -75,3 +75,59 @@ def test_model_errors():
         m.logits([])
     with pytest.raises(ValueError, match=r"ids: 1 ids \(need at least 2\)"):
         m.nll([1])
+
+
+def test_compact_equals_cli_compact_and_generate_from_cache(stories, tmp):
+    """Model.compact(...).save writes the bytes `kvcompact compact` writes for the same context,
+    and generate(cache=...) continues it as `kvcompact generate --cache` does."""
+    import kvcompact
+
+    text = require(TINYSTORIES).read_text(encoding="utf-8").split("\n\n")[0].strip()
+    ctx = tmp / "ctx.txt"
+    ctx.write_text(text, encoding="utf-8")
+    cli_file = tmp / "cli.kvc"
+    info = cli_json("compact", "--model", str(STORIES), "--context", str(ctx), "--ratio", "0.25",
+                    "--method", "am:select=omp", "-o", str(cli_file))
+    c = stories.compact(text, ratio=0.25, method="am", select="omp")
+    assert c.method == "am:select=omp" and c.ratio == 0.25
+    assert c.kept_entries == info["kept_entries"] and c.full_entries == info["full_entries"]
+    assert c.cache_bytes == info["cache_bytes"] and c.full_cache_bytes == info["full_cache_bytes"]
+    assert c.context_tokens == stories.tokenize(text)
+    py_file = tmp / "py.kvc"
+    c.save(str(py_file))
+    assert py_file.read_bytes() == cli_file.read_bytes()
+
+    gen = cli_json("generate", "--model", str(STORIES), "--cache", str(cli_file), "--prompt", " Then",
+                   "--steps", "20", "--temperature", "0")
+    ours = stories.generate(" Then", steps=20, cache=c)
+    assert ours["generated"] == gen["generated"] and ours["text"] == gen["text"]
+    again = stories.generate(" Then", steps=20, cache=stories.load_cache(str(cli_file)))
+    assert again["generated"] == gen["generated"]  # and the cache object was not consumed
+    assert stories.generate(" Then", steps=20, cache=c)["generated"] == gen["generated"]
+
+
+def test_full_ratio_cache_continues_like_the_full_context(stories):
+    """Keeping every entry with their own values (recent at ratio 1) changes nothing: greedy
+    generation from that cache equals plain generation after the same context."""
+    ids = stories.tokenize("Once upon a time, there was a little girl named Lily.")
+    full = stories.generate("Once upon a time, there was a little girl named Lily.", steps=len(ids) + 24)
+    c = stories.compact(ids, ratio=1.0, method="recent")
+    assert c.kept_entries == c.full_entries
+    cont = stories.generate("", steps=24, cache=c)
+    assert cont["generated"][: len(full["generated"])] == full["generated"][: len(cont["generated"])]
+    assert len(cont["generated"]) > 0
+
+
+def test_compact_errors(stories, tmp):
+    import kvcompact
+
+    with pytest.raises(ValueError, match="ratio"):
+        stories.compact("Once upon a time", ratio=1.5)
+    with pytest.raises(kvcompact.Error, match="unknown method family"):
+        stories.compact("Once upon a time", method="nosuch")
+    with pytest.raises(kvcompact.Error, match="at least 2"):
+        stories.compact([1])
+    bad = tmp / "bad.kvc"
+    bad.write_bytes(b"not a kvc file")
+    with pytest.raises(kvcompact.Error, match=str(bad)):
+        stories.load_cache(str(bad))
