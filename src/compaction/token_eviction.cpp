@@ -123,13 +123,15 @@ CompactedHead compact_h2o(const HeadCompactionInput& in, int t, double recent) {
   return head_from_selection(in, top_plus(scores, t - r, range(in.T - r, r)));
 }
 
-std::vector<double> pyramid_layer_shares(int n_layers, double beta) {
+std::vector<double> pyramid_layer_shares(int n_layers, double beta, double mean) {
   if (n_layers < 1) throw Error(fmt::format("pyramidkv: {} layers (need >= 1)", n_layers));
   if (!std::isfinite(beta) || beta < 1.0) throw Error(fmt::format("pyramidkv: beta {} must be finite and >= 1", beta));
   const std::size_t L = static_cast<std::size_t>(n_layers);
-  std::vector<double> share(L, 1.0);
+  std::vector<double> share(L, mean);
   if (L == 1) return share;
-  const double lo = 1.0 / beta, hi = 2.0 - lo, step = (hi - lo) / static_cast<double>(L - 1);
+  // In units of `mean`, as the authors' code: min = t/beta, max = 2t - min, step (max - min)/(L - 1).
+  // (Scaling a unit-mean shape by t afterwards would round ties such as 29.5 / 10.5 differently.)
+  const double lo = mean / beta, hi = 2.0 * mean - lo, step = (hi - lo) / static_cast<double>(L - 1);
   for (std::size_t l = 0; l < L; ++l) share[l] = hi - static_cast<double>(l) * step;
   return share;
 }
@@ -143,11 +145,11 @@ std::vector<int> pyramid_budgets_for(int n_layers, int T, int t, double beta) {
   const std::size_t L = static_cast<std::size_t>(n_layers);
   std::vector<int> b(L, t);
   if (L == 1 || t == 0) return b;
-  const std::vector<double> share = pyramid_layer_shares(n_layers, beta);
+  const std::vector<double> share = pyramid_layer_shares(n_layers, beta, t);
   std::vector<double> frac(L);
   long long sum = 0;
   for (std::size_t l = 0; l < L; ++l) {
-    const double x = t * share[l];
+    const double x = share[l];
     b[l] = static_cast<int>(std::floor(x + 1e-9));
     frac[l] = x - b[l];
     sum += b[l];

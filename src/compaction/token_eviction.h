@@ -50,11 +50,11 @@ std::vector<double> h2o_scores(const HeadCompactionInput& in);
 /// 0 <= t <= T, 0 <= recent <= 1, or on bad input (context queries missing when t - r > 0).
 CompactedHead compact_h2o(const HeadCompactionInput& in, int t, double recent = 0.5);
 
-/// PyramidKV's layer shares (arXiv 2406.02069) relative to a uniform budget: s_l decreasing
-/// linearly from 2 - 1/beta (layer 0, bottom) to 1/beta (top), mean 1; [1] for one layer. The one
-/// place the pyramid's shape is written (pyramid_budgets_for, analysis' pyramid_schedule).
-/// Throws Error unless n_layers >= 1 and beta >= 1 is finite.
-std::vector<double> pyramid_layer_shares(int n_layers, double beta);
+/// PyramidKV's per-layer amounts (arXiv 2406.02069) with mean `mean`: s_l decreasing linearly from
+/// mean * (2 - 1/beta) (layer 0, bottom) to mean / beta (top); [mean] for one layer. The one place
+/// the pyramid's shape is written (pyramid_budgets_for with mean = t, analysis' pyramid_schedule
+/// with mean = 1). Throws Error unless n_layers >= 1 and beta >= 1 is finite.
+std::vector<double> pyramid_layer_shares(int n_layers, double beta, double mean = 1.0);
 
 /// PyramidKV per-layer budgets (arXiv 2406.02069): for a uniform budget t per head, layer l of L
 /// keeps b_l, decreasing linearly from b_0 = 2t - t/beta (bottom) to b_{L-1} = t/beta (top), so the
