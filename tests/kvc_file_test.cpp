@@ -329,6 +329,26 @@ TEST(ContinuationNll, FullCacheMatchesScoringTheWholeSequence) {
 using testing::CliRun;
 using testing::run_cli;
 
+// A well-formed .kvc for the right model whose context is empty (parse_kvc accepts it, see
+// FuzzRegression.KvcEmptyHeadsAndEmptyContextParse): generate --cache must refuse it in one line
+// instead of reading the last context token of an empty list.
+TEST(KvcCli, GenerateFromAnEmptyContextIsRefused) {
+  const Model& m = stories();
+  KvcFile f;
+  f.model_fingerprint = model_fingerprint(m.config, m.weights);
+  f.model_name = "stories260K.bin";
+  f.config = m.config;
+  f.method = "am";
+  f.ratio = 0.1;
+  f.last_logits.assign(static_cast<std::size_t>(m.config.vocab_size), 0.0f);
+  f.cache = KVCache(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim);
+  f.cache.next_position = 0;
+  const std::string kvc = tmp_path("empty_context.kvc");
+  write_kvc_file(kvc, f);
+  const CliRun r = run_cli("generate --model " + kBin + " --cache " + kvc + " --prompt Hi --steps 4");
+  testing::expect_one_line_error(r, kvc + ": the cache holds no context tokens");
+}
+
 TEST(KvcCli, CompactThenContinueAndRefuseBadFiles) {
   const auto docs = read_documents(kData, 2);
   const std::string ctx = tmp_path("kvc_ctx.txt"), cont = tmp_path("kvc_cont.txt"), kvc = tmp_path("cli.kvc");

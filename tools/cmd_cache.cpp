@@ -159,6 +159,8 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
 int run_generate_from_cache(const GenerateFromCacheArgs& a, const CommonOptions& common) {
   Model model = load_model(a.model, a.tokenizer);
   KvcFile f = load_cache_for(model, a.cache);
+  if (f.context_tokens.empty())
+    throw Error(fmt::format("{}: the cache holds no context tokens; there is nothing to continue", a.cache));
   Transformer transformer(model.config, model.weights);
   const uint64_t seed = a.seed ? a.seed : static_cast<uint64_t>(std::time(nullptr));
   Sampler sampler(model.tokenizer->vocab_size(), a.temperature, a.top_p, seed);  // padded rows masked out

@@ -109,6 +109,8 @@ class PyModel {
                     const PyCache* cache) const {
     if (cache != nullptr && cache->file.model_fingerprint != model_fingerprint(model_.config, model_.weights))
       throw py::value_error("cache: made with another model (" + cache->file.model_name + ")");
+    if (cache != nullptr && cache->file.context_tokens.empty())
+      throw py::value_error("cache: holds no context tokens; there is nothing to continue");
     GenerationResult r;
     {
       py::gil_scoped_release release;
