@@ -101,18 +101,10 @@ CompactEvalStudy study_from_settings(const json& settings, const std::string& pa
 
 std::vector<Manifest> read_manifests(const std::string& dir) {
   std::vector<Manifest> out;
-  const fs::path sd = fs::path(dir) / "shards";
-  std::error_code ec;
-  if (!fs::is_directory(sd, ec)) return out;
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(sd))
-    if (e.path().extension() == ".json" && e.path().filename().string().starts_with(kManifestPrefix))
-      files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  for (const auto& f : files) {
-    const json j = read_json_file(f.string());
+  for (const std::string& f : shard_manifest_files(dir, kManifestPrefix)) {
+    const json j = read_json_file(f);
     Manifest m;
-    m.path = f.string();
+    m.path = f;
     try {
       m.study = study_from_settings(j.at("settings"), m.path);
       if (m.study.id != j.at("study").get<std::string>())

@@ -39,6 +39,18 @@ std::string differing_settings(const nlohmann::json& a, const nlohmann::json& b)
   return out;
 }
 
+std::vector<std::string> shard_manifest_files(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> files;
+  const fs::path sd = fs::path(dir) / "shards";
+  std::error_code ec;
+  if (!fs::is_directory(sd, ec)) return files;
+  for (const auto& e : fs::directory_iterator(sd))
+    if (e.path().extension() == ".json" && e.path().filename().string().starts_with(prefix))
+      files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 ShardSpec parse_shard(const std::string& text) {
   const auto slash = text.find('/');
   ShardSpec s;
@@ -124,17 +136,10 @@ struct Manifest {
 
 std::vector<Manifest> read_manifests(const std::string& dir) {
   std::vector<Manifest> out;
-  const fs::path sd = fs::path(dir) / "shards";
-  std::error_code ec;
-  if (!fs::is_directory(sd, ec)) return out;
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(sd))
-    if (e.path().extension() == ".json" && e.path().filename().string().starts_with("shard_")) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  for (const auto& f : files) {
-    const nlohmann::json j = read_json_file(f.string());
+  for (const std::string& f : shard_manifest_files(dir, "shard_")) {
+    const nlohmann::json j = read_json_file(f);
     Manifest m;
-    m.path = f.string();
+    m.path = f;
     try {
       m.study = make_study(j.at("settings"));
       if (m.study.id != j.at("study").get<std::string>())

@@ -31,6 +31,9 @@ ShardSpec parse_shard(const std::string& text);
 /// for input_hashes), or "none": what an error about mixed studies names.
 std::string differing_settings(const nlohmann::json& a, const nlohmann::json& b);
 
+/// DIR/shards/<prefix>*.json, sorted by name (empty when DIR/shards does not exist).
+std::vector<std::string> shard_manifest_files(const std::string& dir, const std::string& prefix);
+
 /// Units [begin, end) of shard s among n_units (contiguous, sizes differ by at most one).
 std::pair<std::size_t, std::size_t> shard_range(std::size_t n_units, const ShardSpec& s);
 
