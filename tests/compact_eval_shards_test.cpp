@@ -53,14 +53,18 @@ TEST(CompactEvalShards, MergedShardsEqualOneProcess) {
   const CliRun partial = run_cli("merge " + study);
   EXPECT_EQ(partial.status, 2) << partial.err;
   EXPECT_NE(partial.err.find("2 of 7 documents missing"), std::string::npos) << partial.err;
+  EXPECT_FALSE(std::filesystem::exists(study + "/compact_eval.csv"));  // only a complete study is written
   const CliRun again = run_cli(kEval + " --out " + study + " --shard 0/3");  // everything already done
   ASSERT_EQ(again.status, 0) << again.err;
   EXPECT_NE(again.out.find("0 evaluated, 2 already done"), std::string::npos) << again.out;
   const CliRun last = run_cli(kEval + " --out " + study + " --shard 1/3");  // completes the study: the table
   ASSERT_EQ(last.status, 0) << last.err;
   EXPECT_NE(last.out.find("delta_nll_mean"), std::string::npos) << last.out;
+  ASSERT_TRUE(std::filesystem::exists(study + "/compact_eval.json"));  // written by the completing shard
+  const std::string by_shard = read_json(study + "/compact_eval.json")["rows"].dump();
   const CliRun merged = run_cli("merge " + study);
   ASSERT_EQ(merged.status, 0) << merged.err;
+  EXPECT_EQ(read_json(study + "/compact_eval.json")["rows"].dump(), by_shard);
 
   const nlohmann::json a = read_json(dir + "/one.json"), b = read_json(study + "/compact_eval.json");
   ASSERT_EQ(a["rows"].size(), 6u);
@@ -84,12 +88,37 @@ TEST(CompactEvalShards, BadInputIsAOneLineError) {
   expect_one_line_error(run_cli(kEval + " --shard 1/4"), "--shard: needs --out DIR");
   expect_one_line_error(run_cli(kEval + " --out " + study + " --shard 4/4"), "--shard '4/4'");
   expect_one_line_error(run_cli(kEval + " --out " + study + " --shard x"), "--shard 'x'");
-  // A broken unit: named with the problem, by the rerun and by merge.
+  // A shard without documents (7 documents, 8 shards) is no error.
+  const CliRun none = run_cli(kEval + " --out " + study + " --shard 0/8");
+  EXPECT_EQ(none.status, 0) << none.err;
+  // A unit copied to another document's name (and edited to claim it) is refused by its input hash.
   const std::string unit = study + "/units/compact_eval_doc_0.json";
   ASSERT_TRUE(std::filesystem::exists(unit));
-  std::ofstream(unit) << "{\"study\": 3}";
-  expect_one_line_error(run_cli(kEval + " --out " + study + " --shard 0/4"), unit);
+  {
+    std::ifstream in(unit);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    nlohmann::json j = nlohmann::json::parse(ss.str());
+    j["document"] = 5;
+    std::ofstream(study + "/units/compact_eval_doc_5.json") << j.dump();
+  }
+  expect_one_line_error(run_cli("merge " + study), "compact_eval_doc_5.json: its input hash is not document 6's");
+  std::filesystem::remove(study + "/units/compact_eval_doc_5.json");
+  // A broken unit: named with the problem and the remedy, by the rerun and by merge.
+  std::ofstream(unit) << "{\"study\": 3";
+  expect_one_line_error(run_cli(kEval + " --out " + study + " --shard 0/4"), "delete it to have document 1 evaluated again");
   expect_one_line_error(run_cli("merge " + study), unit);
+  // An influence sweep and a compact-eval study never share a folder.
+  const std::string inf = dir + "/influence";
+  ASSERT_EQ(run_cli("influence --model " + kShared + "/models/stories260K/stories260K.bin --data " + kShared +
+                    "/data/tinystories/tinystories_val_head.txt --docs 1 --ratios 0.1,0.5 --baseline 0.1 --heads L0H0 "
+                    "--out " + inf + " --shard 0/1").status, 0);
+  expect_one_line_error(run_cli(kEval + " --out " + inf + " --shard 0/2"), "holds an influence sweep");
+  expect_one_line_error(run_cli("influence --model " + kShared + "/models/stories260K/stories260K.bin --data " + kShared +
+                                "/data/tinystories/tinystories_val_head.txt --docs 1 --ratios 0.1,0.5 --baseline 0.1 "
+                                "--heads L0H0 --out " + study + " --shard 0/1"),
+                        "holds a compact-eval study");
+  expect_one_line_error(run_cli("merge " + inf + " " + dir), "no influence shard manifests");
 }
 
 }  // namespace

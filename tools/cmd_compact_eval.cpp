@@ -49,14 +49,14 @@ int report_compact_eval(const CompactEvalResult& r, nlohmann::json header, const
                                  {"context_tokens", doc.context_tokens},
                                  {"full_nll", doc.full_nll},
                                  {"reference_seconds", doc.reference_seconds}});
-  if (!files.csv.empty()) write_file_atomic(files.csv, table.to_csv());
+  for (const std::string& path : files.csv) write_file_atomic(path, table.to_csv());
   if (!files.plot.empty()) {
     std::vector<CompactEvalRow> positive;  // log-x: ratio 0 cannot be drawn
     for (const auto& row : r.rows)
       if (row.ratio > 0) positive.push_back(row);
     write_figure(files.plot, method_frontier_figure(frontier_points(positive)));
   }
-  if (!files.json.empty()) write_file_atomic(files.json, j.dump(2) + "\n");
+  for (const std::string& path : files.json) write_file_atomic(path, j.dump(2) + "\n");
   if (as_json) {
     print_json(j);
   } else {
@@ -152,7 +152,7 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
     CompactEvalResult r;
     if (!o->out_dir.empty()) {
       const CompactEvalShardRun run = run_compact_eval_shard(model, docs, opt, o->out_dir, shard);
-      const CompactEvalMerge merged = merge_compact_eval(o->out_dir);
+      const CompactEvalMerge merged = merge_compact_eval(o->out_dir, /*allow_none=*/true);
       if (!merged.missing.empty()) {
         const ShardSpec s = shard.active() ? shard : ShardSpec{0, 1};
         const std::size_t done = static_cast<std::size_t>(merged.study.documents) - merged.missing.size();
@@ -171,7 +171,13 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
     } else {
       r = run_compact_eval(model, docs, opt);
     }
-    const CompactEvalReportFiles files{o->csv, o->plot, o->json_out};
+    CompactEvalReportFiles files{{}, o->plot, {}};
+    if (!o->csv.empty()) files.csv.push_back(o->csv);
+    if (!o->json_out.empty()) files.json.push_back(o->json_out);
+    if (!o->out_dir.empty()) {  // the completed study's aggregate, as `merge DIR` writes it
+      files.csv.push_back(o->out_dir + "/compact_eval.csv");
+      files.json.push_back(o->out_dir + "/compact_eval.json");
+    }
     return report_compact_eval(r, {{"model", model.path}, {"data", o->data}, {"context_frac", opt.context_frac},
                                    {"budgets", o->budgets}},
                                files, common.json);

@@ -38,14 +38,22 @@ Runner register_merge(CLI::App& app, CommonOptions& common) {
       const CompactEvalMerge m = merge_compact_eval(o->dirs[0]);
       const std::string out = o->out.empty() ? o->dirs[0] : o->out;
       const int documents = m.study.documents;
+      // A partial study's table is printed but not written: compact_eval.{csv,json} only ever hold
+      // the complete study.
+      CompactEvalReportFiles files;
+      if (m.missing.empty()) files = {{out + "/compact_eval.csv"}, "", {out + "/compact_eval.json"}};
+      std::vector<int> missing_1;
+      for (int d : m.missing) missing_1.push_back(d + 1);
       report_compact_eval(m.result,
                           {{"study", m.study.id},
                            {"model_fingerprint", m.study.settings.value("model_fingerprint", "")},
                            {"context_frac", m.options.context_frac},
-                           {"missing_documents", m.missing}},
-                          {out + "/compact_eval.csv", "", out + "/compact_eval.json"}, common.json);
+                           {"missing_documents", missing_1}},
+                          files, common.json);
       if (!m.missing.empty()) {
-        std::fprintf(stderr, "kvcompact: merge: %zu of %d documents missing; the aggregate covers the finished ones\n",
+        std::fprintf(stderr,
+                     "kvcompact: merge: %zu of %d documents missing; the table above covers the finished ones "
+                     "(compact_eval.csv/json are written once the study is complete)\n",
                      m.missing.size(), documents);
         return 2;
       }

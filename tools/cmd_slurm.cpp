@@ -102,10 +102,12 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
     if (!o->status.empty()) {
       if (!args.empty()) throw Error(fmt::format("slurm --status: unexpected argument '{}'", args[0]));
       if (has_compact_eval_study(o->status)) {
-        const CompactEvalMerge m = merge_compact_eval(o->status);
+        const CompactEvalMerge m = merge_compact_eval(o->status, /*allow_none=*/true);
         const int done = m.study.documents - static_cast<int>(m.missing.size());
+        std::vector<int> missing_1;  // 1-based, as every message numbers documents
+        for (int d : m.missing) missing_1.push_back(d + 1);
         if (common.json) {
-          print_json({{"study", m.study.id}, {"documents", m.study.documents}, {"done", done}, {"missing", m.missing}});
+          print_json({{"study", m.study.id}, {"documents", m.study.documents}, {"done", done}, {"missing", missing_1}});
         } else {
           fmt::print("compact-eval study {}: {}/{} documents done", m.study.id, done, m.study.documents);
           for (std::size_t i = 0; i < m.missing.size() && i < 20; ++i)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -10,9 +11,11 @@
 
 namespace kvcompact::cli {
 
-/// Optional output files ("" = not written).
+/// Output files (empty = none): the table as CSV, the figure, the JSON result.
 struct CompactEvalReportFiles {
-  std::string csv, plot, json;
+  std::vector<std::string> csv;
+  std::string plot;
+  std::vector<std::string> json;
 };
 
 /// Prints the result (text table, or JSON when as_json) with `header` (model, data, ...) merged

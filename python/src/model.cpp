@@ -4,6 +4,7 @@
 // loaders/kvc_file.h) that generation continues from (model/generate_from_cache.h).
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,8 +80,16 @@ class PyModel {
   PyCache compact(const py::object& context, double ratio, const std::string& method, std::uint64_t seed,
                   const py::kwargs& options) const {
     std::vector<int> ids;
-    if (py::isinstance<py::str>(context)) ids = model_.tokenizer->encode(context.cast<std::string>(), true);
-    else ids = context.cast<std::vector<int>>();
+    if (py::isinstance<py::str>(context)) {
+      ids = model_.tokenizer->encode(context.cast<std::string>(), true);
+    } else {
+      try {
+        ids = context.cast<std::vector<int>>();
+      } catch (const py::cast_error&) {
+        throw py::type_error("context: expected a str or a sequence of int token ids (int32), got " +
+                             std::string(py::str(py::type::of(context))));
+      }
+    }
     if (!(ratio >= 0.0 && ratio <= 1.0)) throw py::value_error("ratio: must be in [0, 1], got " + std::to_string(ratio));
     CompactionOptions co;
     co.method = parse_method_spec(spec_text(method, options));
@@ -109,6 +118,9 @@ class PyModel {
                     const PyCache* cache) const {
     if (cache != nullptr && cache->file.model_fingerprint != model_fingerprint(model_.config, model_.weights))
       throw py::value_error("cache: made with another model (" + cache->file.model_name + ")");
+    if (!(temperature >= 0.0f) || !std::isfinite(temperature))
+      throw py::value_error("temperature: must be finite and >= 0, got " + std::to_string(temperature));
+    if (!(top_p > 0.0f && top_p <= 1.0f)) throw py::value_error("top_p: must be in (0, 1], got " + std::to_string(top_p));
     if (cache != nullptr && cache->file.context_tokens.empty())
       throw py::value_error("cache: holds no context tokens; there is nothing to continue");
     GenerationResult r;
@@ -153,7 +165,11 @@ void bind_model(py::module_& m) {
       .def_property_readonly("cache_bytes", [](const PyCache& c) { return c.file.cache.bytes(); })
       .def_property_readonly("full_entries", [](const PyCache& c) { return c.full_entries; })
       .def_property_readonly("full_cache_bytes", [](const PyCache& c) { return c.full_bytes; })
-      .def("save", [](const PyCache& c, const std::string& path) { write_kvc_file(path, c.file); }, py::arg("path"))
+      .def("save", [](const PyCache& c, const std::string& path) {
+        if (path.empty() || path.find('\0') != std::string::npos)
+          throw py::value_error("path: empty or holding a NUL character");
+        write_kvc_file(path, c.file);
+      }, py::arg("path"))
       .def("__repr__", [](const PyCache& c) {
         return "kvcompact.CompactedCache(method='" + c.file.method + "', ratio=" + std::to_string(c.file.ratio) +
                ", context_tokens=" + std::to_string(c.file.context_tokens.size()) +

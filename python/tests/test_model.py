@@ -127,6 +127,16 @@ def test_compact_errors(stories, tmp):
         stories.compact("Once upon a time", method="nosuch")
     with pytest.raises(kvcompact.Error, match="at least 2"):
         stories.compact([1])
+    for context in (None, [1.0, 2.5], [1, 2**40], b"bytes"):
+        with pytest.raises(TypeError, match="context"):
+            stories.compact(context)
+    c = stories.compact("Once upon a time, there was a girl.", ratio=0.5)
+    with pytest.raises(ValueError, match="top_p"):
+        stories.generate("x", steps=4, temperature=1.0, top_p=2.0, cache=c)
+    with pytest.raises(ValueError, match="temperature"):
+        stories.generate("x", steps=4, temperature=-1.0)
+    with pytest.raises(ValueError, match="path"):
+        c.save(str(tmp / "a\0b.kvc"))
     bad = tmp / "bad.kvc"
     bad.write_bytes(b"not a kvc file")
     with pytest.raises(kvcompact.Error, match=str(bad)):

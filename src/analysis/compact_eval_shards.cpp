@@ -32,12 +32,13 @@ std::string unit_file(const std::string& dir, int document) {
   return (fs::path(dir) / "units" / fmt::format("compact_eval_doc_{}.json", document)).string();
 }
 
-json unit_json(const std::string& study, const CompactEvalUnit& u) {
+json unit_json(const std::string& study, const std::string& input_hash, const CompactEvalUnit& u) {
   json cells = json::array();
   for (const CompactEvalCell& c : u.cells) cells.push_back({c.nll, c.bytes, c.full_bytes, c.heads, c.seconds, c.entries});
   return {{"version", 1},
           {"study", study},
           {"document", u.document},
+          {"input_hash", input_hash},
           {"tokens", u.doc.tokens},
           {"context_tokens", u.doc.context_tokens},
           {"full_nll", u.doc.full_nll},
@@ -51,14 +52,29 @@ double number(const json& v, const std::string& path, const char* field) {
 }
 
 /// Reads a unit; throws Error naming the file when it is malformed or of another study.
-CompactEvalUnit read_unit_file(const std::string& path, const std::string& study, std::size_t n_cells) {
-  const json j = read_json_file(path);
+CompactEvalUnit read_unit_file(const std::string& path, const CompactEvalStudy& st, int document, std::size_t n_cells) {
+  const std::string& study = st.id;
+  json j;
+  try {
+    j = read_json_file(path);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}; delete it to have document {} evaluated again", e.what(), document + 1));
+  }
   CompactEvalUnit u;
   try {
+    if (!j.is_object() || j.value("version", 0) != 1)
+      throw Error(fmt::format("{}: not a version-1 compact-eval unit; delete it to have document {} evaluated again",
+                              path, document + 1));
     if (j.at("study").get<std::string>() != study)
       throw Error(fmt::format("{}: belongs to study {}, not {} (different model or settings); use another folder",
                               path, j.at("study").get<std::string>(), study));
     u.document = json_int(j.at("document"), path, "document");
+    if (u.document != document) throw Error(fmt::format("{}: holds document {}, expected {}", path, u.document, document));
+    const json& hashes = st.settings.at("input_hashes");
+    if (j.at("input_hash").get<std::string>() != hashes.at(static_cast<std::size_t>(document)).get<std::string>())
+      throw Error(fmt::format("{}: its input hash is not document {}'s (copied from another document?); delete it to "
+                              "have it evaluated again",
+                              path, document + 1));
     u.doc.tokens = json_int_list(j.at("tokens"), path, "tokens");
     u.doc.context_tokens = json_int(j.at("context_tokens"), path, "context_tokens");
     u.doc.full_nll = number(j.at("full_nll"), path, "full_nll");
@@ -147,6 +163,8 @@ CompactEvalShardRun run_compact_eval_shard(const Model& model, const std::vector
   validate_compact_eval_options(model, options);
   const ShardSpec shard = shard_in.active() ? shard_in : ShardSpec{0, 1};
   const CompactEvalStudy study = make_compact_eval_study(model, documents, options);
+  if (!shard_manifest_files(dir, "shard_").empty())
+    throw Error(fmt::format("{}: holds an influence sweep; use another --out folder for the compact-eval study", dir));
   for (const Manifest& m : read_manifests(dir))
     if (m.study.id != study.id)
       throw Error(fmt::format("{}: holds compact-eval shards of study {} (from {}), this run is study {}; settings "
@@ -169,14 +187,14 @@ CompactEvalShardRun run_compact_eval_shard(const Model& model, const std::vector
   for (std::size_t d = run.begin; d < run.end; ++d) {
     const std::string path = unit_file(dir, static_cast<int>(d));
     if (fs::exists(path)) {
-      (void)read_unit_file(path, study.id, n_cells);  // refuses another study's or a broken unit
+      (void)read_unit_file(path, study, static_cast<int>(d), n_cells);  // refuses another study's or a broken unit
       ++run.skipped;
       if (options.progress)
         log_line(fmt::format("compact-eval: shard {}/{}: document {} already done", shard.index, shard.count, d + 1));
       continue;
     }
     const CompactEvalUnit u = evaluate_compact_eval_document(model, transformer, documents[d], d, options, warned_seq_len);
-    write_file_atomic(path, unit_json(study.id, u).dump() + "\n");
+    write_file_atomic(path, unit_json(study.id, study.settings.at("input_hashes").at(d).get<std::string>(), u).dump() + "\n");
     ++run.evaluated;
     if (options.progress)
       log_line(fmt::format("compact-eval: shard {}/{}: document {}/{} ({} context + {} continuation tokens), {:.1f} s",
@@ -189,9 +207,11 @@ CompactEvalShardRun run_compact_eval_shard(const Model& model, const std::vector
 
 bool has_compact_eval_study(const std::string& dir) { return !read_manifests(dir).empty(); }
 
-CompactEvalMerge merge_compact_eval(const std::string& dir) {
+CompactEvalMerge merge_compact_eval(const std::string& dir, bool allow_none) {
   const std::vector<Manifest> manifests = read_manifests(dir);
-  if (manifests.empty()) throw Error(fmt::format("{}: no compact-eval shard manifests (shards/{}*.json)", dir, kManifestPrefix));
+  if (manifests.empty())
+    throw Error(fmt::format("{}: no compact-eval shard manifests (shards/{}*.json); was it run with compact-eval --out?",
+                            dir, kManifestPrefix));
   CompactEvalMerge out;
   out.study = manifests[0].study;
   for (const Manifest& m : manifests)
@@ -217,11 +237,12 @@ CompactEvalMerge merge_compact_eval(const std::string& dir) {
       out.missing.push_back(d);
       continue;
     }
-    CompactEvalUnit u = read_unit_file(path, out.study.id, n_cells);
-    if (u.document != d) throw Error(fmt::format("{}: holds document {}, expected {}", path, u.document, d));
-    units.push_back(std::move(u));
+    units.push_back(read_unit_file(path, out.study, d, n_cells));
   }
-  if (units.empty()) throw Error(fmt::format("{}: no finished compact-eval documents to merge", dir));
+  if (units.empty()) {
+    if (allow_none) return out;
+    throw Error(fmt::format("{}: no finished compact-eval documents to merge", dir));
+  }
   out.result = aggregate_compact_eval(out.options, units);
   return out;
 }

@@ -59,8 +59,9 @@ struct CompactEvalMerge {
 };
 
 /// Reads the manifests and units of `dir`. Throws Error when there is no manifest, manifests of
-/// different studies, a unit of another study or a malformed file (naming it), or no finished
-/// document.
-CompactEvalMerge merge_compact_eval(const std::string& dir);
+/// different studies, a unit of another study, of another document (input hash) or a malformed
+/// file (naming it and saying to delete it), or no finished document (unless allow_none: then
+/// `result` is empty and every document is missing).
+CompactEvalMerge merge_compact_eval(const std::string& dir, bool allow_none = false);
 
 }  // namespace kvcompact

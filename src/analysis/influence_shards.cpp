@@ -157,6 +157,8 @@ std::vector<Manifest> read_manifests(const std::string& dir) {
 }  // namespace
 
 void register_shard(const std::string& dir, const InfluenceStudy& study, const ShardSpec& shard) {
+  if (!shard_manifest_files(dir, "compact_eval_shard_").empty())
+    throw Error(fmt::format("{}: holds a compact-eval study; use another --out folder for the influence sweep", dir));
   for (const Manifest& m : read_manifests(dir))
     if (m.study.id != study.id)
       throw Error(fmt::format("{}: holds shards of study {} (from {}), this run is study {}; settings that differ: "
@@ -179,7 +181,12 @@ StudyStatus study_status(const std::vector<std::string>& dirs) {
   std::vector<Manifest> all;
   for (const auto& dir : dirs) {
     if (!fs::is_directory(dir)) throw Error(fmt::format("{}: no such folder", dir));
-    for (Manifest& m : read_manifests(dir)) {
+    std::vector<Manifest> here = read_manifests(dir);
+    if (here.empty() && dirs.size() > 1)
+      throw Error(fmt::format("{}: no influence shard manifests (shards/shard_*.json); every folder given to merge "
+                              "must be a shard folder of the study",
+                              dir));
+    for (Manifest& m : here) {
       if (first_dir.empty()) {
         first_dir = m.path;
         st.study = m.study;
