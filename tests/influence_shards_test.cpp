@@ -150,5 +150,13 @@ TEST(InfluenceShards, SlurmDryRunWritesTheArrayAndMergeScripts) {
   expect_one_line_error(no, "sbatch not found");
 }
 
+// A line break in an #SBATCH value would end that line and let the rest run as a command.
+TEST(InfluenceShards, SlurmRefusesLineBreaksInHeaderValues) {
+  const std::string dir = tmp_dir("slurm_newline");
+  expect_one_line_error(run_cli("slurm influence " + kStudy + " --out " + dir + " --array 2 --dry-run --time '1:00\nrm -rf x'"),
+                        "--time holds a line break");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/slurm/influence_array.sbatch"));
+}
+
 }  // namespace
 }  // namespace kvcompact

@@ -123,6 +123,10 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
       throw Error("slurm: give the study to run: `kvcompact slurm influence|compact-eval ARGS... --array N` (or "
                   "--status DIR)");
     const std::string study = args[0];
+    for (const auto& [name, value] : {std::pair<const char*, const std::string*>{"--partition", &o->partition},
+                                      {"--time", &o->time}, {"--mem", &o->mem}, {"--job-name", &o->job_name}})
+      if (value->find_first_of("\n\r") != std::string::npos)
+        throw Error(fmt::format("slurm: {} holds a line break (it would end the #SBATCH line)", name));
     const std::string job_name = o->job_name.empty() ? "kvc-" + study : o->job_name;
     if (o->array < 1) throw Error("slurm: --array N (the number of array tasks) is required");
     std::string out;
