@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,13 +111,13 @@ class PyModel {
   PyCache load_cache(const std::string& path) const {
     PyCache c;
     c.file = read_kvc_file(path);
-    check_kvc_model(c.file, path, model_.config, model_fingerprint(model_.config, model_.weights), model_.path);
+    check_kvc_model(c.file, path, model_.config, fingerprint(), model_.path);
     return c;
   }
 
   py::dict generate(const std::string& prompt, int steps, float temperature, float top_p, std::uint64_t seed,
                     const PyCache* cache) const {
-    if (cache != nullptr && cache->file.model_fingerprint != model_fingerprint(model_.config, model_.weights))
+    if (cache != nullptr && cache->file.model_fingerprint != fingerprint())
       throw py::value_error("cache: made with another model (" + cache->file.model_name + ")");
     if (!(temperature >= 0.0f) || !std::isfinite(temperature))
       throw py::value_error("temperature: must be finite and >= 0, got " + std::to_string(temperature));
@@ -150,6 +151,12 @@ class PyModel {
  private:
   Model model_;
   std::unique_ptr<Transformer> transformer_;
+  mutable std::optional<std::uint64_t> fingerprint_;  // model_fingerprint hashes the weights: once, on first use
+
+  std::uint64_t fingerprint() const {
+    if (!fingerprint_) fingerprint_ = model_fingerprint(model_.config, model_.weights);
+    return *fingerprint_;
+  }
 };
 
 }  // namespace
