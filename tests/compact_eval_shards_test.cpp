@@ -99,7 +99,7 @@ TEST(CompactEvalShards, BadInputIsAOneLineError) {
     std::stringstream ss;
     ss << in.rdbuf();
     nlohmann::json j = nlohmann::json::parse(ss.str());
-    j["document"] = 5;
+    j["unit"] = 5;
     std::ofstream(study + "/units/compact_eval_doc_5.json") << j.dump();
   }
   expect_one_line_error(run_cli("merge " + study), "compact_eval_doc_5.json: its input hash is not document 6's");

@@ -73,7 +73,7 @@ TEST(HeadsCli, ScoresThenMaskEvalEndToEnd) {
     EXPECT_GE(row.mean, 0.0);
   }
   EXPECT_TRUE(std::filesystem::exists(out + "/mask_eval.svg"));
-  EXPECT_TRUE(std::filesystem::exists(out + "/runs/topk_k40.json"));
+  EXPECT_TRUE(std::filesystem::exists(out + "/units/mask_eval_topk_k40.json"));
   // a rerun reuses the saved answers (no "items in" progress lines) and gives the same file
   const std::string first = read_json_file(out + "/mask_eval.json").dump();
   r = run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +

@@ -21,6 +21,24 @@ TEST(KVCache, AppendAndBytesCountBiasOnlyWhenPresent) {
   EXPECT_EQ(cache.bytes(), 3u * 8 * 4 + 1 * 4);
 }
 
+TEST(KVCache, BytesWithLengthsIsTheBytesOfACacheOfThoseLengths) {
+  KVCache cache(2, 3, 4);
+  const float k[4] = {1, 2, 3, 4}, v[4] = {5, 6, 7, 8};
+  cache.head(0, 0).append(k, v, 4, 0.0f, 0);
+  cache.head(1, 2).append(k, v, 4, 0.5f, 7);  // the one head carrying beta
+  const std::vector<int> lengths = {3, 0, 1, 0, 2, 5};
+  // By hand: 11 entries x 8 floats x 4 bytes, plus 5 beta floats of head (1, 2).
+  EXPECT_EQ(cache.bytes_with_lengths(lengths), 11u * 8 * 4 + 5 * 4);
+  // The same cache grown to those lengths.
+  KVCache grown = cache;
+  for (int i = 0; i < 6; ++i)
+    while (static_cast<int>(grown.head(i / 3, i % 3).length()) < lengths[i])
+      grown.head(i / 3, i % 3).append(k, v, 4, i == 5 ? 0.25f : 0.0f, 0);
+  EXPECT_EQ(grown.bytes(), cache.bytes_with_lengths(lengths));
+  EXPECT_THROW((void)cache.bytes_with_lengths({1, 2}), Error);
+  EXPECT_THROW((void)cache.bytes_with_lengths({1, 2, 3, 4, 5, -1}), Error);
+}
+
 TEST(KVCache, UnknownHeadThrows) {
   KVCache cache(2, 3, 4);
   EXPECT_THROW(cache.head(2, 0), Error);

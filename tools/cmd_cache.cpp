@@ -123,19 +123,25 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     const std::vector<int> ids = model.tokenizer->encode(text, /*add_bos=*/true);
     if (ids.size() < 2) throw Error(fmt::format("{}: the context encodes to {} tokens (need at least 2)", o->context, ids.size()));
     const ContextPrefill prefill = prefill_for_compaction(model, ids, co);
-    std::size_t uniform_bytes = 0;
+    std::vector<int> uniform_lengths;  // per head: a uniform budget of the same total
     if (!o->budgets.empty()) {
       const BudgetSchedule s = read_budget_schedule_for(o->budgets, model.config.n_layers, model.config.n_kv_heads);
       const std::vector<double> p = s.proportions();
-      co.head_budgets = per_head_budgets(p, std::vector<int>(p.size(), static_cast<int>(ids.size())), co.ratio);
-      CompactionOptions uniform = co;
-      uniform.head_budgets = per_head_budgets(std::vector<double>(p.size(), 1.0 / p.size()),
-                                              std::vector<int>(p.size(), static_cast<int>(ids.size())), co.ratio);
-      uniform_bytes = compact_cache(prefill.cache, prefill.queries, uniform, &prefill.context_queries).bytes();
+      const std::vector<int> lengths(p.size(), static_cast<int>(ids.size()));
+      co.head_budgets = per_head_budgets(p, lengths, co.ratio);
+      uniform_lengths = per_head_budgets(std::vector<double>(p.size(), 1.0 / p.size()), lengths, co.ratio);
     }
     if (!o->dump_heads.empty()) dump_heads(o->dump_heads, prefill, co, model.config.n_layers);
     const CompactedContext compacted = compact_context(model, ids, prefill, co);
     const KvcFile& f = compacted.file;
+    // The uniform cache's bytes from its lengths (the same heads carrying beta): no second compaction.
+    // Sliding-window layers are never compacted: they keep their length in both caches.
+    for (int l = 0; l < f.cache.n_layers() && !uniform_lengths.empty(); ++l)
+      if (f.cache.sliding(l))
+        for (int h = 0; h < f.cache.n_kv_heads(); ++h)
+          uniform_lengths[static_cast<std::size_t>(l * f.cache.n_kv_heads() + h)] =
+              static_cast<int>(f.cache.head(l, h).length());
+    const std::size_t uniform_bytes = uniform_lengths.empty() ? 0 : f.cache.bytes_with_lengths(uniform_lengths);
     write_kvc_file(o->out, f);
     const auto file_bytes = std::filesystem::file_size(o->out);
     if (common.json) {

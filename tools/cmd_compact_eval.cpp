@@ -7,10 +7,10 @@
 #include <tuple>
 
 #include "analysis/compact_eval.h"
+#include "analysis/budget_eval.h"
 #include "analysis/compact_eval_shards.h"
-#include "analysis/influence_shards.h"
 #include "cli_model.h"
-#include "compact_eval_report.h"
+#include "study_reports.h"
 #include "io/atomic_file.h"
 #include "core/error.h"
 #include "io/text_documents.h"
@@ -151,20 +151,20 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
     docs.erase(docs.begin(), docs.begin() + o->skip);
     CompactEvalResult r;
     if (!o->out_dir.empty()) {
-      const CompactEvalShardRun run = run_compact_eval_shard(model, docs, opt, o->out_dir, shard);
+      const UnitShardRun run = run_compact_eval_shard(model, docs, opt, o->out_dir, shard);
       const CompactEvalMerge merged = merge_compact_eval(o->out_dir, /*allow_none=*/true);
       if (!merged.missing.empty()) {
         const ShardSpec s = shard.active() ? shard : ShardSpec{0, 1};
-        const std::size_t done = static_cast<std::size_t>(merged.study.documents) - merged.missing.size();
+        const std::size_t done = static_cast<std::size_t>(merged.study.units()) - merged.missing.size();
         if (common.json)
           print_json({{"study", merged.study.id}, {"shard", {{"index", s.index}, {"count", s.count}}},
                       {"evaluated", run.evaluated}, {"skipped", run.skipped}, {"documents_done", done},
-                      {"documents", merged.study.documents}});
+                      {"documents", merged.study.units()}});
         else
           fmt::print("compact-eval: shard {}/{} (documents {}..{}): {} evaluated, {} already done; {}: {} of {} "
                      "documents done (`kvcompact merge {}` once every shard has finished)\n",
                      s.index, s.count, run.begin + 1, run.end, run.evaluated, run.skipped, o->out_dir, done,
-                     merged.study.documents, o->out_dir);
+                     merged.study.units(), o->out_dir);
         return 0;
       }
       r = merged.result;
@@ -188,7 +188,7 @@ Runner register_budget_eval(CLI::App& app, CommonOptions& common) {
   struct Opts {
     ModelOptions m;
     std::string data, ratios = "0.02,0.05,0.1", method = "am", budgets, schedules = "optimized,uniform,pyramid";
-    std::string json_out, plot, csv;
+    std::string json_out, plot, csv, out_dir, shard;
     int docs = 0, skip = 0;
     double context_frac = 0.6, pyramid_beta = 20;
     unsigned long long seed = 0;
@@ -212,8 +212,14 @@ Runner register_budget_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--out-json", o->json_out, "write the points as JSON (kvcompact plot redraws the figure from it)");
   cmd->add_option("--plot", o->plot, "write the figure (.svg or .png)");
   cmd->add_option("--csv", o->csv, "also write the table as CSV");
+  cmd->add_option("--out", o->out_dir,
+                  "study folder: each series is a compact-eval study in DIR/series_<k> (a rerun skips finished "
+                  "documents); the complete study writes budget_eval.{json,csv,svg} there; `kvcompact merge DIR`");
+  cmd->add_option("--shard", o->shard, "run shard I of N (I/N, 0-based) of the documents of every series into --out DIR");
   add_common_options(cmd, common);
   return [o, &common] {
+    const ShardSpec shard = o->shard.empty() ? ShardSpec{} : parse_shard(o->shard);
+    if (shard.active() && o->out_dir.empty()) throw Error("--shard: needs --out DIR (the shared study folder)");
     CompactEvalOptions base;
     base.ratios = parse_number_list("--ratios", o->ratios);
     for (double r : base.ratios)
@@ -224,21 +230,20 @@ Runner register_budget_eval(CLI::App& app, CommonOptions& common) {
     base.seed = o->seed;
     Model model = load_model(o->m.model, o->m.tokenizer);
     const int L = model.config.n_layers, H = model.config.n_kv_heads;
-    // The series: (label, source, schedule).
-    std::vector<std::tuple<std::string, std::string, BudgetSchedule>> series;
+    std::vector<BudgetEvalSeries> series;
     const std::vector<std::string> budget_files = split_list(o->budgets, "--budgets");
     for (const std::string& name : split_list(o->schedules, "--schedules")) {
       if (name == "optimized") {
         if (budget_files.empty()) throw Error("--schedules optimized: needs --budgets FILE");
         for (const std::string& f : budget_files) {
-          BudgetSchedule s = read_budget_schedule_for(f, L, H);
+          const BudgetSchedule s = read_budget_schedule_for(f, L, H);
           std::string label = budget_files.size() == 1 ? s.schedule : s.schedule + " (" + f + ")";
-          series.emplace_back(label, f, std::move(s));
+          series.push_back({label, f, s.proportions()});
         }
       } else if (name == "uniform") {
-        series.emplace_back("uniform", "", uniform_schedule(L, H, base.ratios));
+        series.push_back({"uniform", "", uniform_schedule(L, H, base.ratios).proportions()});
       } else if (name == "pyramid") {
-        series.emplace_back("pyramid", "", pyramid_schedule(L, H, base.ratios, o->pyramid_beta));
+        series.push_back({"pyramid", "", pyramid_schedule(L, H, base.ratios, o->pyramid_beta).proportions()});
       } else {
         throw Error(fmt::format("--schedules: unknown schedule '{}' (valid: optimized, uniform, pyramid)", name));
       }
@@ -249,56 +254,87 @@ Runner register_budget_eval(CLI::App& app, CommonOptions& common) {
       throw Error(fmt::format("{}: --skip {} leaves no documents (the file has {})", o->data, o->skip, docs.size()));
     docs.erase(docs.begin(), docs.begin() + o->skip);
 
-    Table table({"schedule", "ratio", "delta_nll_mean", "delta_nll_sem", "nll_mean", "kept_entries", "cache_bytes",
-                 "full_cache_bytes"},
-                4);
-    nlohmann::json points = nlohmann::json::array();
-    std::vector<FrontierPoint> fp;
-    CompactEvalResult last;
-    for (const auto& [label, source, sched] : series) {
-      CompactEvalOptions opt = base;
-      opt.budget_proportions = sched.proportions();
-      opt.progress = false;
-      std::fprintf(stderr, "budget-eval: %s on %zu documents\n", label.c_str(), docs.size());
-      last = run_compact_eval(model, docs, opt);
-      for (const auto& row : last.rows) {
-        table.add_row({label, row.ratio, row.delta_nll_mean, row.delta_nll_sem, row.nll_mean, static_cast<long long>(std::llround(row.kept_entries)),
-                       static_cast<long long>(std::llround(row.cache_bytes)), static_cast<long long>(std::llround(row.full_cache_bytes))});
-        points.push_back({{"series", label},
-                          {"budgets", source},
-                          {"ratio", row.ratio},
-                          {"delta_nll_mean", row.delta_nll_mean},
-                          {"delta_nll_sem", row.delta_nll_sem},
-                          {"nll_mean", row.nll_mean},
-                          {"kept_entries", row.kept_entries},
-                          {"cache_bytes", row.cache_bytes},
-                          {"full_cache_bytes", row.full_cache_bytes}});
-        fp.push_back({label, row.ratio, row.delta_nll_mean, row.delta_nll_sem});
-      }
+    const nlohmann::json header = {{"model", model.path},
+                                   {"data", o->data},
+                                   {"skip", o->skip},
+                                   {"method", to_string(base.methods[0])},
+                                   {"context_frac", o->context_frac}};
+    if (o->out_dir.empty())
+      return report_budget_eval(run_budget_eval(model, docs, base, series), header,
+                                {{o->json_out}, {o->csv}, {o->plot}}, common.json);
+    const BudgetEvalResult r = run_budget_eval_shard(model, docs, base, series, header, o->out_dir, shard);
+    if (!r.complete()) {
+      const ShardSpec s = shard.active() ? shard : ShardSpec{0, 1};
+      if (common.json)
+        print_json({{"shard", {{"index", s.index}, {"count", s.count}}}, {"missing", r.missing}});
+      else
+        fmt::print("budget-eval: shard {}/{} done; {}: {} of {} series incomplete (`kvcompact merge {}` once every "
+                   "shard has finished)\n",
+                   s.index, s.count, o->out_dir, r.missing.size(), r.series.size(), o->out_dir);
+      return 0;
     }
-    const nlohmann::json j = {{"kind", "budget-frontier"},
-                              {"model", model.path},
-                              {"data", o->data},
-                              {"skip", o->skip},
-                              {"documents", last.documents},
-                              {"method", to_string(base.methods[0])},
-                              {"context_frac", o->context_frac},
-                              {"full_nll_mean", last.full_nll_mean},
-                              {"units", {{"nll", "nats/token"}, {"bytes", "bytes"}}},
-                              {"points", points}};
-    if (!o->json_out.empty()) write_file_atomic(o->json_out, j.dump(2) + "\n");
-    if (!o->csv.empty()) write_file_atomic(o->csv, table.to_csv());
-    if (!o->plot.empty()) write_figure(o->plot, frontier_figure(fp));
-    if (common.json) {
-      print_json(j);
-    } else {
-      fmt::print("{} documents (skip {}), method {}; delta_nll = NLL(compacted) - NLL(full cache), nats/token, "
-                 "mean +- SEM over documents; every schedule keeps the same total keys at a ratio\n\n",
-                 last.documents, o->skip, to_string(base.methods[0]));
-      fmt::print("{}", table.to_text());
-    }
-    return 0;
+    return report_budget_eval(r, header, budget_eval_files(o->out_dir, {{o->json_out}, {o->csv}, {o->plot}}), common.json);
   };
+}
+
+BudgetEvalReportFiles budget_eval_files(const std::string& dir, BudgetEvalReportFiles extra) {
+  BudgetEvalReportFiles f;
+  f.json = {dir + "/budget_eval.json"};
+  f.csv = {dir + "/budget_eval.csv"};
+  f.plot = {dir + "/budget_eval.svg"};
+  if (!extra.json.empty() && !extra.json[0].empty()) f.json.push_back(extra.json[0]);
+  if (!extra.csv.empty() && !extra.csv[0].empty()) f.csv.push_back(extra.csv[0]);
+  if (!extra.plot.empty() && !extra.plot[0].empty()) f.plot.push_back(extra.plot[0]);
+  return f;
+}
+
+int report_budget_eval(const BudgetEvalResult& r, nlohmann::json header, const BudgetEvalReportFiles& files,
+                       bool as_json) {
+  Table table({"schedule", "ratio", "delta_nll_mean", "delta_nll_sem", "nll_mean", "kept_entries", "cache_bytes",
+               "full_cache_bytes"},
+              4);
+  nlohmann::json points = nlohmann::json::array();
+  std::vector<FrontierPoint> fp;
+  for (std::size_t k = 0; k < r.series.size(); ++k) {
+    const BudgetEvalSeries& s = r.series[k];
+    for (const auto& row : r.results.at(k).rows) {
+      table.add_row({s.label, row.ratio, row.delta_nll_mean, row.delta_nll_sem, row.nll_mean,
+                     static_cast<long long>(std::llround(row.kept_entries)),
+                     static_cast<long long>(std::llround(row.cache_bytes)),
+                     static_cast<long long>(std::llround(row.full_cache_bytes))});
+      points.push_back({{"series", s.label},
+                        {"budgets", s.source},
+                        {"ratio", row.ratio},
+                        {"delta_nll_mean", row.delta_nll_mean},
+                        {"delta_nll_sem", row.delta_nll_sem},
+                        {"nll_mean", row.nll_mean},
+                        {"kept_entries", row.kept_entries},
+                        {"cache_bytes", row.cache_bytes},
+                        {"full_cache_bytes", row.full_cache_bytes}});
+      fp.push_back({s.label, row.ratio, row.delta_nll_mean, row.delta_nll_sem});
+    }
+  }
+  const CompactEvalResult& last = r.results.back();
+  header["kind"] = "budget-frontier";
+  header["documents"] = last.documents;
+  header["full_nll_mean"] = last.full_nll_mean;
+  header["units"] = {{"nll", "nats/token"}, {"bytes", "bytes"}};
+  header["points"] = points;
+  for (const std::string& path : files.json)
+    if (!path.empty()) write_file_atomic(path, header.dump(2) + "\n");
+  for (const std::string& path : files.csv)
+    if (!path.empty()) write_file_atomic(path, table.to_csv());
+  for (const std::string& path : files.plot)
+    if (!path.empty()) write_figure(path, frontier_figure(fp));
+  if (as_json) {
+    print_json(header);
+  } else {
+    fmt::print("{} documents (skip {}), method {}; delta_nll = NLL(compacted) - NLL(full cache), nats/token, "
+               "mean +- SEM over documents; every schedule keeps the same total keys at a ratio\n\n",
+               last.documents, header.value("skip", 0), header.value("method", std::string()));
+    fmt::print("{}", table.to_text());
+  }
+  return 0;
 }
 
 }  // namespace kvcompact::cli

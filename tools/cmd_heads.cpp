@@ -17,6 +17,7 @@
 #include "cli_common.h"
 #include "cli_model.h"
 #include "io/atomic_file.h"
+#include "study_reports.h"
 #include "core/error.h"
 #include "io/json_file.h"
 #include "io/text_documents.h"
@@ -167,7 +168,7 @@ Runner register_mask_eval(CLI::App& app, CommonOptions& common) {
     ModelOptions m;
     std::vector<std::string> tasks;
     std::string scores, ks = "1,2,4,8,16", ablation = "zero", head_means, reference = "gold", metric = "chrf";
-    std::string comet_model = "Unbabel/wmt22-comet-da", out, plot;
+    std::string comet_model = "Unbabel/wmt22-comet-da", out, plot, shard;
     int random_seeds = 5;
     unsigned long long seed = 0;
   };
@@ -184,7 +185,13 @@ Runner register_mask_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--reference", o->reference, "similarity against: gold (task reference) or model (unmasked answer)");
   cmd->add_option("--metric", o->metric, "metrics besides accuracy, comma list: chrf, comet, nll (answer NLL, nats/token)");
   cmd->add_option("--comet-model", o->comet_model, "--metric comet: model name for comet-score --model");
-  cmd->add_option("--out", o->out, "output folder (mask_eval.json/.csv, mask_eval.svg, runs/ for resuming)")->required();
+  cmd->add_option("--out", o->out,
+                  "study folder: mask_eval.json/.csv, mask_eval.svg; units/ holds each condition's answers (a rerun "
+                  "skips the finished ones)")
+      ->required();
+  cmd->add_option("--shard", o->shard,
+                  "run shard I of N (I/N, 0-based) of the conditions into --out DIR; the shard that completes the "
+                  "study (or `kvcompact merge DIR`) writes the results");
   cmd->add_option("--plot", o->plot, "figure file (.svg or .png; default OUT/mask_eval.svg)");
   add_common_options(cmd, common);
   return [o, &common]() {
@@ -222,37 +229,58 @@ Runner register_mask_eval(CLI::App& app, CommonOptions& common) {
     const HeadScores scores = read_head_scores(o->scores, &model.config);
     const std::vector<TaskItem> items = read_task_files(o->tasks);
     warn_long_prompts(model, items);
-    const MaskEvalResult r = run_mask_eval(model, items, scores, opts, o->out);
-    const nlohmann::json j = mask_eval_to_json(r);
-    write_file_atomic(o->out + "/mask_eval.json", j.dump(2) + "\n");
-    write_file_atomic(o->out + "/mask_eval.csv", mask_eval_csv(r));
-    if (!r.ks.empty()) write_figure(fig, mask_eval_figure(r));
-    if (common.json) {
-      print_json(j);
+    const ShardSpec shard = o->shard.empty() ? ShardSpec{} : parse_shard(o->shard);
+    const MaskEvalShardRun run = run_mask_eval_shard(model, items, scores, opts, o->out, shard);
+    if (!run.result) {
+      const ShardSpec s = shard.active() ? shard : ShardSpec{0, 1};
+      if (common.json)
+        print_json({{"study", run.study}, {"shard", {{"index", s.index}, {"count", s.count}}},
+                    {"evaluated", run.run.evaluated}, {"skipped", run.run.skipped}, {"conditions_done", run.done},
+                    {"conditions", run.units}});
+      else
+        std::printf("mask-eval: shard %d/%d (conditions %zu..%zu): %zu run, %zu already done; %s: %d of %d conditions "
+                    "done (`kvcompact merge %s` once every shard has finished)\n",
+                    s.index, s.count, run.run.begin + 1, run.run.end, run.run.evaluated, run.run.skipped,
+                    o->out.c_str(), run.done, run.units, o->out.c_str());
       return 0;
     }
-    std::printf("mask-eval: %s ranking, %s ablation, similarity vs %s; %zu items\n", r.score_method.c_str(),
-                r.ablation.c_str(), r.reference.c_str(), items.size());
-    std::printf("%-10s %-9s %4s %9s %9s %7s\n", "family", "metric", "K", "none", "TopK", "RandomK");
-    for (const std::string& f : r.families)
-      for (const std::string& m : r.metrics) {
-        double none = 0;
-        for (const MaskEvalRow& row : r.rows)
-          if (row.family == f && row.metric == m && row.condition == "none") none = row.mean;
-        for (int k : r.ks) {
-          double top = 0, rnd = 0, sem = 0;
-          for (const MaskEvalRow& row : r.rows) {
-            if (row.family != f || row.metric != m || row.k != k) continue;
-            if (row.condition == "topk") top = row.mean;
-            if (row.condition == "randomk") rnd = row.mean, sem = row.sem;
-          }
-          std::printf("%-10s %-9s %4d %9.3f %9.3f %7.3f +- %.3f\n", f.c_str(), m.c_str(), k, none, top, rnd, sem);
-        }
-      }
-    std::printf("wrote %s/mask_eval.json, mask_eval.csv%s\n", o->out.c_str(),
-                r.ks.empty() ? "" : fmt::format(", {}", fig).c_str());
-    return 0;
+    return report_mask_eval(*run.result, o->out, fig, common.json);
   };
+}
+
+int report_mask_eval(const MaskEvalResult& r, const std::string& dir, const std::string& fig, bool as_json) {
+  const nlohmann::json j = mask_eval_to_json(r);
+  write_file_atomic(dir + "/mask_eval.json", j.dump(2) + "\n");
+  write_file_atomic(dir + "/mask_eval.csv", mask_eval_csv(r));
+  if (!r.ks.empty() && !fig.empty()) write_figure(fig, mask_eval_figure(r));
+  if (as_json) {
+    print_json(j);
+    return 0;
+  }
+  std::size_t items = 0;
+  for (const MaskEvalRow& row : r.rows)
+    if (row.condition == "none" && row.metric == "accuracy") items += static_cast<std::size_t>(row.items);
+  std::printf("mask-eval: %s ranking, %s ablation, similarity vs %s; %zu items\n", r.score_method.c_str(),
+              r.ablation.c_str(), r.reference.c_str(), items);
+  std::printf("%-10s %-9s %4s %9s %9s %7s\n", "family", "metric", "K", "none", "TopK", "RandomK");
+  for (const std::string& f : r.families)
+    for (const std::string& m : r.metrics) {
+      double none = 0;
+      for (const MaskEvalRow& row : r.rows)
+        if (row.family == f && row.metric == m && row.condition == "none") none = row.mean;
+      for (int k : r.ks) {
+        double top = 0, rnd = 0, sem = 0;
+        for (const MaskEvalRow& row : r.rows) {
+          if (row.family != f || row.metric != m || row.k != k) continue;
+          if (row.condition == "topk") top = row.mean;
+          if (row.condition == "randomk") rnd = row.mean, sem = row.sem;
+        }
+        std::printf("%-10s %-9s %4d %9.3f %9.3f %7.3f +- %.3f\n", f.c_str(), m.c_str(), k, none, top, rnd, sem);
+      }
+    }
+  std::printf("wrote %s/mask_eval.json, mask_eval.csv%s\n", dir.c_str(),
+              r.ks.empty() || fig.empty() ? "" : fmt::format(", {}", fig).c_str());
+  return 0;
 }
 
 }  // namespace kvcompact::cli

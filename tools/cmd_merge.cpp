@@ -1,14 +1,18 @@
-// `kvcompact merge`: the aggregate of a sharded influence sweep or compact-eval (issue #18) from its
-// unit files.
+// `kvcompact merge`: the aggregate of a sharded study (issue #18) from its unit files: an influence
+// sweep, a compact-eval, a qa-eval or a mask-eval, told apart by the manifests in DIR/shards.
 #include <fmt/format.h>
 
 #include <cstdio>
 
 #include "analysis/compact_eval_shards.h"
+#include "analysis/budget_eval.h"
 #include "analysis/influence_shards.h"
+#include "analysis/mask_eval.h"
+#include "analysis/qa_eval_shards.h"
+#include "analysis/unit_study.h"
 #include "cli_common.h"
 #include "core/error.h"
-#include "compact_eval_report.h"
+#include "study_reports.h"
 #include "report/figures.h"
 #include "report/svg_plot.h"
 
@@ -22,9 +26,9 @@ Runner register_merge(CLI::App& app, CommonOptions& common) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
-      "merge", "aggregate a sharded influence sweep (influence --shard I/N) or compact-eval (compact-eval --out DIR "
-               "--shard I/N) from its finished units; exit 2 when units are missing (the aggregate then covers the "
-               "finished ones)");
+      "merge", "aggregate a sharded study (influence, compact-eval, qa-eval or mask-eval run with --out DIR "
+               "--shard I/N) from its finished units; exit 2 when units are missing (influence, compact-eval and qa-eval "
+               "then print the aggregate of the finished ones; the result files are written once the study is complete)");
   cmd->add_option("dirs", o->dirs, "output folders of the shards (one study; units are looked up in order)")
       ->required();
   cmd->add_option("--out", o->out,
@@ -33,11 +37,56 @@ Runner register_merge(CLI::App& app, CommonOptions& common) {
   cmd->add_flag("--png", o->png, "also write the figure as PNG");
   add_common_options(cmd, common);
   return [o, &common] {
-    if (has_compact_eval_study(o->dirs[0])) {
-      if (o->dirs.size() != 1) throw Error("merge: a compact-eval study is one folder (its shards share --out DIR)");
+    const StudyKind* kind = study_kind_in(o->dirs[0]);
+    if (kind != nullptr && kind->name != "influence" && o->dirs.size() != 1)
+      throw Error(fmt::format("merge: {} is one folder (its shards share --out DIR)", kind->article));
+    const std::string out_dir = o->out.empty() ? o->dirs[0] : o->out;
+    if (kind != nullptr && kind->name == "qa-eval") {
+      const QaEvalMerge m = merge_qa_eval(o->dirs[0]);
+      std::vector<std::string> csv, json;
+      if (m.missing.empty()) csv = {out_dir + "/qa_eval.csv"}, json = {out_dir + "/qa_eval.json"};
+      std::vector<int> missing_1;
+      for (int a : m.missing) missing_1.push_back(a + 1);
+      report_qa_eval(m.result,
+                     {{"study", m.study.id},
+                      {"model_fingerprint", m.study.settings.value("model_fingerprint", "")},
+                      {"missing_articles", missing_1}},
+                     csv, json, common.json);
+      if (m.missing.empty()) return 0;
+      std::fprintf(stderr,
+                   "kvcompact: merge: %zu of %d articles missing; the table above covers the finished ones "
+                   "(qa_eval.csv/json are written once the study is complete)\n",
+                   m.missing.size(), m.study.units());
+      return 2;
+    }
+    if (kind != nullptr && kind->name == "budget-eval") {
+      nlohmann::json header;
+      const BudgetEvalResult r = merge_budget_eval(o->dirs[0], &header);
+      if (!r.complete()) {
+        for (const std::string& m : r.missing) std::fprintf(stderr, "kvcompact: merge: missing %s\n", m.c_str());
+        std::fprintf(stderr, "kvcompact: merge: %zu of %zu series incomplete (nothing written)\n", r.missing.size(),
+                     r.series.size());
+        return 2;
+      }
+      return report_budget_eval(r, header, budget_eval_files(out_dir, {}), common.json);
+    }
+    if (kind != nullptr && kind->name == "mask-eval") {
+      const MaskEvalMerge m = merge_mask_eval(o->dirs[0]);
+      if (!m.result) {
+        std::string names;
+        for (std::size_t i = 0; i < m.missing.size() && i < 20; ++i) names += " " + m.missing[i];
+        std::fprintf(stderr,
+                     "kvcompact: merge: %zu of %d conditions missing:%s%s (the metrics need every condition: nothing "
+                     "written)\n",
+                     m.missing.size(), m.units, names.c_str(), m.missing.size() > 20 ? " ..." : "");
+        return 2;
+      }
+      return report_mask_eval(*m.result, out_dir, out_dir + "/mask_eval.svg", common.json);
+    }
+    if (kind != nullptr && kind->name == "compact-eval") {
       const CompactEvalMerge m = merge_compact_eval(o->dirs[0]);
       const std::string out = o->out.empty() ? o->dirs[0] : o->out;
-      const int documents = m.study.documents;
+      const int documents = m.study.units();
       // A partial study's table is printed but not written: compact_eval.{csv,json} only ever hold
       // the complete study.
       CompactEvalReportFiles files;

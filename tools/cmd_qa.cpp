@@ -5,6 +5,7 @@
 
 #include "analysis/cloze_generator.h"
 #include "analysis/qa_eval.h"
+#include "analysis/qa_eval_shards.h"
 #include "cli_model.h"
 #include "io/atomic_file.h"
 #include "core/error.h"
@@ -13,6 +14,7 @@
 #include "loaders/model_loader.h"
 #include "model/model.h"
 #include "report/table.h"
+#include "study_reports.h"
 
 namespace kvcompact::cli {
 
@@ -20,7 +22,7 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
   struct Opts {
     ModelOptions m;
     std::string data, ratios = "0.1,0.2,0.5", methods = "am,random,recent,attn-nofit";
-    std::string answers_cache, csv, prompt_template = kDefaultQaPrompt;
+    std::string answers_cache, csv, prompt_template = kDefaultQaPrompt, out_dir, shard;
     int max_answer_tokens = 32, max_context_tokens = 0;
     unsigned long long seed = 0;
     bool chat = false;
@@ -46,9 +48,15 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_flag("--chat", o->chat,
                 "wrap article + question as one user message with the model's chat template (tokenizer_config.json); "
                 "the rendered text up to the article's end is the compacted context");
+  cmd->add_option("--out", o->out_dir,
+                  "study folder: each article's result is written there (units/) and a rerun skips the finished "
+                  "ones; the complete study writes qa_eval.{csv,json} there; `kvcompact merge DIR` aggregates");
+  cmd->add_option("--shard", o->shard, "run shard I of N (I/N, 0-based) of the articles into --out DIR");
   add_common_options(cmd, common);
   return [o, &common] {
     QaEvalOptions opt;
+    const ShardSpec shard = o->shard.empty() ? ShardSpec{} : parse_shard(o->shard);
+    if (shard.active() && o->out_dir.empty()) throw Error("--shard: needs --out DIR (the shared study folder)");
     opt.ratios = parse_number_list("--ratios", o->ratios);
     opt.methods.clear();
     for (const MethodSpec& m : parse_method_list(o->methods)) opt.methods.push_back(to_string(m));
@@ -60,37 +68,64 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
     if (o->chat) opt.chat = find_chat_template(o->m.model, o->m.tokenizer);
     const std::vector<QaArticle> articles = read_qa_jsonl(o->data);
     Model model = load_model(o->m.model, o->m.tokenizer);
-    const QaEvalResult r = run_qa_eval(model, articles, opt);
-
-    Table table({"method", "ratio", "questions", "answer_nll_mean", "delta_answer_nll_mean",
-                 "delta_answer_nll_sem", "mc_accuracy", "kept_entries", "cache_bytes"},
-                4);
-    for (const auto& row : r.rows)
-      table.add_row({row.method, row.ratio, row.questions, row.answer_nll_mean, row.delta_answer_nll_mean,
-                     row.delta_answer_nll_sem, row.mc_accuracy, row.kept_entries, row.cache_bytes});
-    if (!o->csv.empty()) write_file_atomic(o->csv, table.to_csv());
-    if (common.json) {
-      print_json({{"model", model.path},
-                  {"data", o->data},
-                  {"articles", r.articles},
-                  {"questions", r.questions},
-                  {"mean_context_tokens", r.mean_context_tokens},
-                  {"answers_generated", r.answers_generated},
-                  {"answers_reused", r.answers_reused},
-                  {"notes", r.notes},
-                  {"chat", o->chat},
-                  {"units", {{"nll", "nats/token"}, {"bytes", "bytes"}}},
-                  {"rows", table.to_json()}});
-    } else {
-      for (const auto& n : r.notes) fmt::print("note: {}\n", n);
-      fmt::print("{} articles, {} questions, mean context {:.1f} tokens; reference answers: {} generated, {} reused\n",
-                 r.articles, r.questions, r.mean_context_tokens, r.answers_generated, r.answers_reused);
-      fmt::print("answer_nll: mean NLL of the full model's greedy answer (nats/token); delta = compacted - full, "
-                 "mean +- SEM over questions; mc_accuracy: highest-likelihood option == gold\n\n");
-      fmt::print("{}", table.to_text());
+    if (!o->out_dir.empty()) {
+      const UnitShardRun run = run_qa_eval_shard(model, articles, opt, o->out_dir, shard);
+      const QaEvalMerge m = merge_qa_eval(o->out_dir, /*allow_none=*/true);
+      if (!m.missing.empty()) {
+        const ShardSpec s = shard.active() ? shard : ShardSpec{0, 1};
+        const int done = m.study.units() - static_cast<int>(m.missing.size());
+        if (common.json)
+          print_json({{"study", m.study.id}, {"shard", {{"index", s.index}, {"count", s.count}}},
+                      {"evaluated", run.evaluated}, {"skipped", run.skipped}, {"articles_done", done},
+                      {"articles", m.study.units()}});
+        else
+          fmt::print("qa-eval: shard {}/{} (articles {}..{}): {} evaluated, {} already done; {}: {} of {} articles "
+                     "done (`kvcompact merge {}` once every shard has finished)\n",
+                     s.index, s.count, run.begin + 1, run.end, run.evaluated, run.skipped, o->out_dir, done,
+                     m.study.units(), o->out_dir);
+        return 0;
+      }
+      std::vector<std::string> csv{o->out_dir + "/qa_eval.csv"}, json{o->out_dir + "/qa_eval.json"};
+      if (!o->csv.empty()) csv.push_back(o->csv);
+      return report_qa_eval(m.result, {{"model", model.path}, {"data", o->data}, {"study", m.study.id}, {"chat", o->chat}},
+                            csv, json, common.json);
     }
-    return 0;
+    const QaEvalResult r = run_qa_eval(model, articles, opt);
+    std::vector<std::string> csv;
+    if (!o->csv.empty()) csv.push_back(o->csv);
+    return report_qa_eval(r, {{"model", model.path}, {"data", o->data}, {"chat", o->chat}}, csv, {}, common.json);
   };
+}
+
+int report_qa_eval(const QaEvalResult& r, nlohmann::json header, const std::vector<std::string>& csv,
+                   const std::vector<std::string>& json, bool as_json) {
+  Table table({"method", "ratio", "questions", "answer_nll_mean", "delta_answer_nll_mean", "delta_answer_nll_sem",
+               "mc_accuracy", "kept_entries", "cache_bytes"},
+              4);
+  for (const auto& row : r.rows)
+    table.add_row({row.method, row.ratio, row.questions, row.answer_nll_mean, row.delta_answer_nll_mean,
+                   row.delta_answer_nll_sem, row.mc_accuracy, row.kept_entries, row.cache_bytes});
+  for (const std::string& path : csv) write_file_atomic(path, table.to_csv());
+  header["articles"] = r.articles;
+  header["questions"] = r.questions;
+  header["mean_context_tokens"] = r.mean_context_tokens;
+  header["answers_generated"] = r.answers_generated;
+  header["answers_reused"] = r.answers_reused;
+  header["notes"] = r.notes;
+  header["units"] = {{"nll", "nats/token"}, {"bytes", "bytes"}};
+  header["rows"] = table.to_json();
+  for (const std::string& path : json) write_file_atomic(path, header.dump(2) + "\n");
+  if (as_json) {
+    print_json(header);
+    return 0;
+  }
+  for (const auto& n : r.notes) fmt::print("note: {}\n", n);
+  fmt::print("{} articles, {} questions, mean context {:.1f} tokens; reference answers: {} generated, {} reused\n",
+             r.articles, r.questions, r.mean_context_tokens, r.answers_generated, r.answers_reused);
+  fmt::print("answer_nll: mean NLL of the full model's greedy answer (nats/token); delta = compacted - full, "
+             "mean +- SEM over questions; mc_accuracy: highest-likelihood option == gold\n\n");
+  fmt::print("{}", table.to_text());
+  return 0;
 }
 
 Runner register_make_cloze(CLI::App& app, CommonOptions& common) {

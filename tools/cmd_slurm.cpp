@@ -1,5 +1,5 @@
-// `kvcompact slurm`: an influence sweep or a compact-eval as a SLURM job array plus a dependent
-// merge job (issue #18).
+// `kvcompact slurm`: a study (influence sweep, compact-eval, qa-eval, mask-eval) as a SLURM job
+// array plus a dependent merge job (issue #18).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -7,7 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "analysis/compact_eval_shards.h"
+#include "analysis/budget_eval.h"
+#include "analysis/unit_study.h"
 #include "analysis/influence_shards.h"
 #include "cli_common.h"
 #include "io/atomic_file.h"
@@ -83,7 +84,7 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
       "slurm",
-      "run a study on a SLURM cluster: `slurm influence|compact-eval ARGS... --array N` writes "
+      "run a study on a SLURM cluster: `slurm influence|compact-eval|qa-eval|mask-eval|budget-eval ARGS... --array N` writes "
       "DIR/slurm/{STUDY_array,merge}.sbatch (task i runs STUDY ARGS --shard i/N) and submits both with sbatch; "
       "`slurm --status DIR` shows done/missing units per shard");
   cmd->allow_extras();
@@ -101,27 +102,48 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
     const std::vector<std::string> args = cmd->remaining();
     if (!o->status.empty()) {
       if (!args.empty()) throw Error(fmt::format("slurm --status: unexpected argument '{}'", args[0]));
-      if (has_compact_eval_study(o->status)) {
-        const CompactEvalMerge m = merge_compact_eval(o->status, /*allow_none=*/true);
-        const int done = m.study.documents - static_cast<int>(m.missing.size());
-        std::vector<int> missing_1;  // 1-based, as every message numbers documents
-        for (int d : m.missing) missing_1.push_back(d + 1);
+      const StudyKind* kind = study_kind_in(o->status);
+      if (kind != nullptr && kind->name == "budget-eval") {
+        const BudgetEvalResult r = merge_budget_eval(o->status);
+        if (common.json) print_json({{"series", r.series.size()}, {"complete", r.complete()}, {"missing", r.missing}});
+        else {
+          fmt::print("budget-eval study: {} of {} series complete\n", r.series.size() - r.missing.size(), r.series.size());
+          for (const std::string& m : r.missing) fmt::print("  missing {}\n", m);
+        }
+        return 0;
+      }
+      if (kind != nullptr && kind->name != "influence") {
+        const UnitStudyState st = read_unit_study(o->status, *kind);
+        std::vector<int> missing_1;  // 1-based, as every message numbers units
+        std::vector<std::string> missing_names;
+        for (int u : st.missing) {
+          missing_1.push_back(u + 1);
+          missing_names.push_back(st.study.unit_names[static_cast<std::size_t>(u)]);
+        }
         if (common.json) {
-          print_json({{"study", m.study.id}, {"documents", m.study.documents}, {"done", done}, {"missing", missing_1}});
+          nlohmann::json shards = nlohmann::json::array();
+          for (const auto& s : st.shards)
+            shards.push_back({{"shard", fmt::format("{}/{}", s.shard.index, s.shard.count)},
+                              {"units", s.end - s.begin},
+                              {"done", s.done}});
+          print_json({{"study", st.study.id}, {"kind", kind->name}, {"units", st.study.units()}, {"done", st.done()},
+                      {"missing", missing_1}, {"missing_names", missing_names}, {"shards", shards}});
         } else {
-          fmt::print("compact-eval study {}: {}/{} documents done", m.study.id, done, m.study.documents);
-          for (std::size_t i = 0; i < m.missing.size() && i < 20; ++i)
-            fmt::print("{}{}", i == 0 ? "; missing documents: " : " ", m.missing[i] + 1);
-          fmt::print("{}\n", m.missing.size() > 20 ? " ..." : "");
+          fmt::print("{}\n", unit_study_status_line(st));
+          for (const auto& s : st.shards)
+            fmt::print("  shard {}/{}: {}s {}..{}: {} of {} done\n", s.shard.index, s.shard.count, kind->noun,
+                       s.begin + 1, s.end, s.done, s.end - s.begin);
         }
         return 0;
       }
       print_status(study_status({o->status}), common.json);
       return 0;
     }
-    if (args.empty() || (args[0] != "influence" && args[0] != "compact-eval"))
-      throw Error("slurm: give the study to run: `kvcompact slurm influence|compact-eval ARGS... --array N` (or "
-                  "--status DIR)");
+    if (args.empty() ||
+        (args[0] != "influence" && args[0] != "compact-eval" && args[0] != "qa-eval" && args[0] != "mask-eval" &&
+         args[0] != "budget-eval"))
+      throw Error("slurm: give the study to run: `kvcompact slurm "
+                  "influence|compact-eval|qa-eval|mask-eval|budget-eval ARGS... --array N` (or --status DIR)");
     const std::string study = args[0];
     for (const auto& [name, value] : {std::pair<const char*, const std::string*>{"--partition", &o->partition},
                                       {"--time", &o->time}, {"--mem", &o->mem}, {"--job-name", &o->job_name}})
@@ -139,6 +161,20 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
       if (args[i].starts_with("--out=")) out = args[i].substr(6);
     }
     if (out.empty()) throw Error(fmt::format("slurm {}: --out DIR is required (the shared output folder)", study));
+    // The inputs every array task reads must exist before N tasks are queued to fail on them (the
+    // tasks run in this folder: #SBATCH --chdir).
+    for (std::size_t i = 1; i < args.size(); ++i) {
+      for (const char* flag : {"--model", "--data", "--tokenizer", "--tasks", "--scores", "--budgets", "--head-means"}) {
+        std::vector<std::string> values;
+        const std::string f = flag;
+        if (args[i] == f && i + 1 < args.size()) values = split_list(args[i + 1], f);
+        else if (args[i].starts_with(f + "=")) values = split_list(args[i].substr(f.size() + 1), f);
+        for (const std::string& v : values)
+          if (!fs::exists(v))
+            throw Error(fmt::format("slurm {}: {} {}: no such file or folder (every array task would fail on it)",
+                                    study, f, v));
+      }
+    }
     const fs::path cwd = fs::current_path();
     const fs::path out_abs = fs::absolute(out).lexically_normal();
     const fs::path sdir = out_abs / "slurm";

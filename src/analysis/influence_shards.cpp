@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <filesystem>
 
 #include "io/atomic_file.h"
@@ -17,56 +16,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool parse_int(const std::string& s, int& v) {
-  if (s.empty()) return false;
-  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  return ec == std::errc() && p == s.data() + s.size();
-}
-
 std::string manifest_name(const ShardSpec& s) { return fmt::format("shard_{}_of_{}.json", s.index, s.count); }
 
 }  // namespace
-
-std::string differing_settings(const nlohmann::json& a, const nlohmann::json& b) {
-  std::vector<std::string> keys;
-  for (const auto& [k, v] : a.items())
-    if (!b.contains(k) || b[k] != v) keys.push_back(k);
-  for (const auto& [k, v] : b.items())
-    if (!a.contains(k)) keys.push_back(k);
-  if (keys.empty()) return "none";
-  std::string out;
-  for (const auto& k : keys) out += (out.empty() ? "" : ", ") + (k == "input_hashes" ? "input documents" : k);
-  return out;
-}
-
-std::vector<std::string> shard_manifest_files(const std::string& dir, const std::string& prefix) {
-  std::vector<std::string> files;
-  const fs::path sd = fs::path(dir) / "shards";
-  std::error_code ec;
-  if (!fs::is_directory(sd, ec)) return files;
-  for (const auto& e : fs::directory_iterator(sd))
-    if (e.path().extension() == ".json" && e.path().filename().string().starts_with(prefix))
-      files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
-ShardSpec parse_shard(const std::string& text) {
-  const auto slash = text.find('/');
-  ShardSpec s;
-  if (slash == std::string::npos || !parse_int(text.substr(0, slash), s.index) ||
-      !parse_int(text.substr(slash + 1), s.count))
-    throw Error(fmt::format("--shard '{}': expected I/N (shard I of N, 0 <= I < N)", text));
-  if (s.count < 1) throw Error(fmt::format("--shard '{}': N must be >= 1", text));
-  if (s.index < 0 || s.index >= s.count)
-    throw Error(fmt::format("--shard '{}': I must be in 0..{} (shards are numbered from 0)", text, s.count - 1));
-  return s;
-}
-
-std::pair<std::size_t, std::size_t> shard_range(std::size_t n, const ShardSpec& s) {
-  const auto N = static_cast<std::size_t>(s.count), i = static_cast<std::size_t>(s.index);
-  return {i * n / N, (i + 1) * n / N};
-}
 
 InfluenceStudy make_study(nlohmann::json settings) {
   InfluenceStudy st;
@@ -157,8 +109,7 @@ std::vector<Manifest> read_manifests(const std::string& dir) {
 }  // namespace
 
 void register_shard(const std::string& dir, const InfluenceStudy& study, const ShardSpec& shard) {
-  if (!shard_manifest_files(dir, "compact_eval_shard_").empty())
-    throw Error(fmt::format("{}: holds a compact-eval study; use another --out folder for the influence sweep", dir));
+  refuse_other_study_kinds(dir, study_kind("influence"));
   for (const Manifest& m : read_manifests(dir))
     if (m.study.id != study.id)
       throw Error(fmt::format("{}: holds shards of study {} (from {}), this run is study {}; settings that differ: "

@@ -14,28 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/influence_curves.h"
+#include "analysis/unit_study.h"
 
 namespace kvcompact {
-
-/// Shard I of N (0 <= I < N); count 0 = not sharded.
-struct ShardSpec {
-  int index = 0;
-  int count = 0;
-  bool active() const { return count > 0; }
-};
-
-/// Parses "I/N". Throws Error("--shard ...") unless both are integers with N >= 1 and 0 <= I < N.
-ShardSpec parse_shard(const std::string& text);
-
-/// The keys whose values differ between two study settings, comma-separated ("input documents"
-/// for input_hashes), or "none": what an error about mixed studies names.
-std::string differing_settings(const nlohmann::json& a, const nlohmann::json& b);
-
-/// DIR/shards/<prefix>*.json, sorted by name (empty when DIR/shards does not exist).
-std::vector<std::string> shard_manifest_files(const std::string& dir, const std::string& prefix);
-
-/// Units [begin, end) of shard s among n_units (contiguous, sizes differ by at most one).
-std::pair<std::size_t, std::size_t> shard_range(std::size_t n_units, const ShardSpec& s);
 
 /// A study: the settings every unit must share. `settings` holds model_fingerprint, method, grid,
 /// baseline_ratio, budgets, context_frac, seed, evaluated, qa, heads (names, sweep order),

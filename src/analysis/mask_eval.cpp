@@ -59,11 +59,151 @@ using FamilyMetrics = std::map<std::string, std::map<std::string, double>>;
 
 double mean_of(const std::vector<double>& v) { return mean_sem(v).mean; }
 
-}  // namespace
+struct Wanted {
+  bool chrf = false, comet = false, nll = false;
+};
 
-MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& items,
-                             const HeadScores& scores, const MaskEvalOptions& options,
-                             const std::string& out_dir) {
+Wanted parse_metrics(const std::vector<std::string>& metrics) {
+  Wanted w;
+  for (const std::string& m : metrics) {
+    if (m == "chrf") w.chrf = true;
+    else if (m == "comet") w.comet = true;
+    else if (m == "nll") w.nll = true;
+    else if (m != "accuracy")
+      throw Error(fmt::format("mask-eval: unknown metric \"{}\" (expected chrf, comet or nll; accuracy "
+                              "is always reported)", m));
+  }
+  return w;
+}
+
+/// The study's conditions without their heads: none, then per k (ascending) topk and the draws.
+std::vector<Condition> condition_list(const std::vector<int>& ks, int random_seeds) {
+  std::vector<Condition> conditions;
+  conditions.push_back({"none", "none", 0, 0, {}});
+  for (int k : ks) {
+    conditions.push_back({fmt::format("topk_k{}", k), "topk", k, 0, {}});
+    for (int d = 0; d < random_seeds; ++d)
+      conditions.push_back({fmt::format("randomk_k{}_d{}", k, d), "randomk", k, d, {}});
+  }
+  return conditions;
+}
+
+/// One condition's answers (and answer NLLs, NaN = no answer token), as a unit's result.
+struct ConditionAnswers {
+  std::vector<std::string> heads;  ///< masked heads' names
+  std::vector<std::string> answers;
+  std::vector<double> nlls;        ///< empty without the nll metric
+};
+
+nlohmann::json to_json(const Condition& cond, const ConditionAnswers& a) {
+  nlohmann::json j = {{"condition", cond.kind}, {"k", cond.k}, {"draw", cond.draw}, {"heads", a.heads},
+                      {"answers", a.answers}};
+  if (!a.nlls.empty()) {
+    nlohmann::json v = nlohmann::json::array();
+    for (double x : a.nlls) v.push_back(std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr));
+    j["answer_nll"] = v;
+  }
+  return j;
+}
+
+/// A unit's result read back; throws Error naming `path` when it does not fit the condition.
+ConditionAnswers parse_condition(const nlohmann::json& j, const Condition& cond, std::size_t n_items, bool want_nll,
+                                 const std::vector<std::string>* expect_heads, const std::string& path) {
+  ConditionAnswers a;
+  if (j.at("condition").get<std::string>() != cond.kind || json_int(j.at("k"), path, "k") != cond.k ||
+      json_int(j.at("draw"), path, "draw") != cond.draw)
+    throw Error(fmt::format("{}: is not condition {}", path, cond.label));
+  a.heads = j.at("heads").get<std::vector<std::string>>();
+  if (expect_heads != nullptr && a.heads != *expect_heads)
+    throw Error(fmt::format("{}: masks heads {} but this study masks {}", path, nlohmann::json(a.heads).dump(),
+                            nlohmann::json(*expect_heads).dump()));
+  if (static_cast<int>(a.heads.size()) != cond.k)
+    throw Error(fmt::format("{}: masks {} heads, condition {} masks {}", path, a.heads.size(), cond.label, cond.k));
+  a.answers = j.at("answers").get<std::vector<std::string>>();
+  if (want_nll)
+    for (const nlohmann::json& v : j.at("answer_nll")) a.nlls.push_back(v.is_null() ? std::nan("") : v.get<double>());
+  if (a.answers.size() != n_items || (want_nll && a.nlls.size() != n_items))
+    throw Error(fmt::format("{}: holds {} answers, the tasks have {} items", path, a.answers.size(), n_items));
+  return a;
+}
+
+/// The metrics of every condition and the rows of `result` (whose header fields are set).
+void score_conditions(MaskEvalResult& result, const std::vector<TaskItem>& items,
+                      const std::vector<Condition>& conditions, const std::vector<ConditionAnswers>& runs,
+                      const MaskEvalOptions& options, const Wanted& want) {
+  std::map<std::string, int> family_items;
+  for (const TaskItem& it : items)
+    if (family_items[it.family]++ == 0) result.families.push_back(it.family);
+  if (!result.ks.empty())
+    result.topk_heads = runs[1 + (result.ks.size() - 1) * (1 + static_cast<std::size_t>(result.random_seeds))].heads;
+  const std::vector<std::string>& unmasked = runs[0].answers;
+  std::vector<FamilyMetrics> metrics(conditions.size());
+  for (std::size_t ci = 0; ci < conditions.size(); ++ci) {
+    const std::vector<std::string>& answers = runs[ci].answers;
+    std::map<std::string, std::vector<double>> acc, chr, com, nll;
+    std::vector<double> comet_scores;
+    if (want.comet) {
+      std::vector<std::string> src, hyp, ref;
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        src.push_back(items[i].prompt);
+        hyp.push_back(answers[i]);
+        ref.push_back(options.reference == "gold" ? items[i].reference : unmasked[i]);
+      }
+      comet_scores = comet_score(src, hyp, ref, options.comet);
+    }
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const TaskItem& it = items[i];
+      const std::string& pred = answers[i];
+      acc[it.family].push_back(answer_correct(pred, it.reference, it.answer_type) ? 1.0 : 0.0);
+      const std::string& ref = options.reference == "gold" ? it.reference : unmasked[i];
+      if (want.chrf) chr[it.family].push_back(chrf(pred, ref));
+      if (want.comet) com[it.family].push_back(comet_scores[i]);
+      if (want.nll && std::isfinite(runs[ci].nlls[i])) nll[it.family].push_back(runs[ci].nlls[i]);
+    }
+    for (const std::string& f : result.families) {
+      metrics[ci]["accuracy"][f] = mean_of(acc[f]);
+      if (want.chrf) metrics[ci]["chrf"][f] = mean_of(chr[f]);
+      if (want.comet) metrics[ci]["comet"][f] = mean_of(com[f]);
+      if (want.nll) metrics[ci]["nll"][f] = nll[f].empty() ? std::nan("") : mean_of(nll[f]);
+    }
+  }
+  for (const std::string& f : result.families)
+    for (const std::string& m : result.metrics) {
+      result.rows.push_back({f, 0, "none", m, metrics[0][m][f], 0.0, 1, family_items[f]});
+      for (int k : result.ks) {
+        std::vector<double> draws;
+        for (std::size_t ci = 1; ci < conditions.size(); ++ci) {
+          if (conditions[ci].k != k) continue;
+          if (conditions[ci].kind == "topk")
+            result.rows.push_back({f, k, "topk", m, metrics[ci][m][f], 0.0, 1, family_items[f]});
+          else
+            draws.push_back(metrics[ci][m][f]);
+        }
+        const MeanSem s = mean_sem(draws);
+        result.rows.push_back({f, k, "randomk", m, s.mean, s.sem, s.n, family_items[f]});
+      }
+    }
+}
+
+std::string tasks_hash_of(const std::vector<TaskItem>& items) {
+  uint64_t h = kFnv64Offset;
+  for (const TaskItem& it : items) {
+    const std::string line = task_item_to_jsonl(it) + "\n";
+    h = fnv1a64(line.data(), line.size(), h);
+  }
+  return fmt::format("{:016x}", h);
+}
+
+/// A validated study, ready to run.
+struct Prepared {
+  MaskEvalResult header;             ///< every field but families, rows and topk_heads
+  std::vector<Condition> conditions; ///< with their heads
+  Wanted want;
+  UnitStudy study;                   ///< one unit per condition, named by its label
+};
+
+Prepared prepare(const Model& model, const std::vector<TaskItem>& items, const HeadScores& scores,
+                 const MaskEvalOptions& options) {
   const ModelConfig& c = model.config;
   const int total_heads = c.n_layers * c.n_heads;
   if (items.empty()) throw Error("mask-eval: no task items");
@@ -85,16 +225,9 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
     throw Error(fmt::format("mask-eval: --random-seeds {} is outside [1, 1000]", options.random_seeds));
   if (options.reference != "gold" && options.reference != "model")
     throw Error(fmt::format("mask-eval: unknown reference \"{}\" (expected gold or model)", options.reference));
-  bool want_chrf = false, want_comet = false, want_nll = false;
-  for (const std::string& m : options.metrics) {
-    if (m == "chrf") want_chrf = true;
-    else if (m == "comet") want_comet = true;
-    else if (m == "nll") want_nll = true;
-    else if (m != "accuracy")
-      throw Error(fmt::format("mask-eval: unknown metric \"{}\" (expected chrf, comet or nll; accuracy "
-                              "is always reported)", m));
-  }
-  if (want_comet && find_executable(options.comet.executable).empty())
+  Prepared p;
+  p.want = parse_metrics(options.metrics);
+  if (p.want.comet && find_executable(options.comet.executable).empty())
     throw Error(fmt::format("{} not found on PATH: install unbabel-comet (pip install unbabel-comet) or "
                             "use --metric chrf", options.comet.executable));
   // validate the intervention setup once (mean ablation needs matching means)
@@ -110,183 +243,183 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
                    tied));
   }
 
-  MaskEvalResult result;
+  MaskEvalResult& result = p.header;
   result.model = model.path;
   result.model_fingerprint = fingerprint;
   result.score_method = scores.method;
   result.ablation = to_string(options.ablation);
   result.reference = options.reference;
   result.metrics = {"accuracy"};
-  if (want_chrf) result.metrics.push_back("chrf");
-  if (want_comet) result.metrics.push_back("comet");
-  if (want_nll) result.metrics.push_back("nll");
+  if (p.want.chrf) result.metrics.push_back("chrf");
+  if (p.want.comet) result.metrics.push_back("comet");
+  if (p.want.nll) result.metrics.push_back("nll");
   result.ks = options.ks;
   std::sort(result.ks.begin(), result.ks.end());
   result.ks.erase(std::unique(result.ks.begin(), result.ks.end()), result.ks.end());
   result.random_seeds = options.random_seeds;
   result.n_heads_total = total_heads;
-  std::map<std::string, int> family_items;
-  for (const TaskItem& it : items) {
-    if (family_items[it.family]++ == 0) result.families.push_back(it.family);
+
+  p.conditions = condition_list(result.ks, result.random_seeds);
+  for (Condition& cond : p.conditions) {
+    if (cond.kind == "topk")
+      for (int i = 0; i < cond.k; ++i) cond.heads.push_back(scores.ranked[i].head);
+    if (cond.kind == "randomk") cond.heads = random_head_set(c, cond.k, cond.draw, options.seed);
   }
 
-  // The study's identity, for resuming: model, tasks, ablation (and means).
-  uint64_t tasks_hash = kFnv64Offset;
-  for (const TaskItem& it : items) {
-    const std::string line = task_item_to_jsonl(it) + "\n";
-    tasks_hash = fnv1a64(line.data(), line.size(), tasks_hash);
-  }
   std::string means_tag = "none";
   if (options.ablation == Ablation::Mean && options.means) {
     uint64_t h = kFnv64Offset;
     for (const auto& layer : options.means->values) h = fnv1a64(layer.data(), layer.size() * sizeof(float), h);
     means_tag = fmt::format("{:016x}", h);
   }
-  const nlohmann::json study = {{"model_fingerprint", fingerprint},
-                                {"tasks_hash", fmt::format("{:016x}", tasks_hash)},
-                                {"items", items.size()},
-                                {"ablation", result.ablation},
-                                {"seed", options.seed},
-                                {"head_means", means_tag}};
-  const std::string runs_dir = out_dir.empty() ? "" : out_dir + "/runs";
-  if (!out_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(runs_dir, ec);
-    if (ec) throw Error(fmt::format("{}: cannot create folder: {}", runs_dir, ec.message()));
-    const std::string study_path = out_dir + "/study.json";
-    if (std::filesystem::exists(study_path)) {
-      const nlohmann::json old = read_json_file(study_path);
-      if (old != study)
-        throw Error(fmt::format("{}: this folder holds a study of other tasks, model, ablation or --seed ({}); "
-                                "use another --out folder",
-                                study_path, old.dump()));
-    } else {
-      write_file_atomic(study_path, study.dump(2) + "\n");
-    }
+  std::vector<std::string> names, hashes;
+  for (const Condition& cond : p.conditions) {
+    names.push_back(cond.label);
+    hashes.push_back(hash_hex(nlohmann::json(head_names(cond.heads)).dump()));
   }
+  std::string tasks;
+  for (const TaskItem& it : items) tasks += task_item_to_jsonl(it) + "\n";
+  const nlohmann::json settings = {{"model_fingerprint", fingerprint},
+                                   {"tasks_hash", tasks_hash_of(items)},
+                                   {"items", items.size()},
+                                   {"ablation", result.ablation},
+                                   {"head_means", means_tag},
+                                   {"seed", options.seed},
+                                   {"score_method", result.score_method},
+                                   {"ks", result.ks},
+                                   {"random_seeds", result.random_seeds},
+                                   {"n_heads_total", total_heads},
+                                   {"metrics", result.metrics},
+                                   {"reference", result.reference},
+                                   {"comet_model", p.want.comet ? options.comet.model : std::string()}};
+  p.study = make_unit_study(study_kind("mask-eval"), settings, names, hashes);
+  p.study.inputs = {{"model", model.path}, {"tasks", tasks}};
+  return p;
+}
 
-  std::vector<Condition> conditions;
-  conditions.push_back({"none", "none", 0, 0, {}});
-  for (int k : result.ks) {
-    Condition top{fmt::format("topk_k{}", k), "topk", k, 0, {}};
-    for (int i = 0; i < k; ++i) top.heads.push_back(scores.ranked[i].head);
-    conditions.push_back(top);
-    for (int d = 0; d < options.random_seeds; ++d)
-      conditions.push_back({fmt::format("randomk_k{}_d{}", k, d), "randomk", k, d,
-                            random_head_set(c, k, d, options.seed)});
+ConditionAnswers evaluate_condition(const Model& model, const std::vector<TaskItem>& items, const Condition& cond,
+                                    const MaskEvalOptions& options, bool want_nll) {
+  HeadIntervention iv(model.config, cond.heads, options.ablation, options.means);
+  ForwardObserver* observer = cond.heads.empty() ? nullptr : &iv;
+  ConditionAnswers a;
+  a.heads = head_names(cond.heads);
+  for (const TaskItem& it : items) {
+    a.answers.push_back(generate_answer(model, it.prompt, it.max_new_tokens, it.stop, observer).text);
+    if (want_nll) a.nlls.push_back(answer_nll(model, it.prompt, it.reference, observer));
   }
-  if (!result.ks.empty())
-    result.topk_heads = head_names(std::vector<QueryHeadId>(
-        conditions[1 + (result.ks.size() - 1) * (1 + options.random_seeds)].heads));
+  return a;
+}
 
-  // Answers of every condition (resumed from runs/ when present).
-  std::vector<std::vector<std::string>> answers(conditions.size());
-  std::vector<std::vector<double>> nlls(conditions.size());  // [condition][item], NaN = no answer token
+}  // namespace
+
+MaskEvalShardRun run_mask_eval_shard(const Model& model, const std::vector<TaskItem>& items, const HeadScores& scores,
+                                     const MaskEvalOptions& options, const std::string& out_dir,
+                                     const ShardSpec& shard) {
+  if (out_dir.empty()) throw Error("mask-eval: a shard needs an output folder");
+  const Prepared p = prepare(model, items, scores, options);
   const auto t_start = std::chrono::steady_clock::now();
-  for (std::size_t ci = 0; ci < conditions.size(); ++ci) {
-    const Condition& cond = conditions[ci];
-    const std::string path = runs_dir.empty() ? "" : runs_dir + "/" + cond.label + ".json";
-    const std::vector<std::string> names = head_names(cond.heads);
-    if (!path.empty() && std::filesystem::exists(path)) {
-      const nlohmann::json j = read_json_file(path);
-      try {
-        if (j.at("heads").get<std::vector<std::string>>() != names)
-          throw Error(fmt::format("{}: masks heads {} but this study masks {} (another head ranking?); use "
-                                  "another --out folder (or the same --seed)",
-                                  path, j.at("heads").dump(), nlohmann::json(names).dump()));
-        answers[ci] = j.at("answers").get<std::vector<std::string>>();
-        if (j.contains("answer_nll"))
-          for (const nlohmann::json& v : j.at("answer_nll"))
-            nlls[ci].push_back(v.is_null() ? std::nan("") : v.get<double>());
-      } catch (const nlohmann::json::exception& e) {
-        throw Error(fmt::format("{}: not a mask-eval run file ({})", path, e.what()));
-      }
-      if (answers[ci].size() != items.size() || (!nlls[ci].empty() && nlls[ci].size() != items.size()))
-        throw Error(fmt::format("{}: holds {} answers, the tasks have {} items", path, answers[ci].size(),
-                                items.size()));
-      if (!want_nll || !nlls[ci].empty()) continue;
-      answers[ci].clear();  // saved without answer NLLs: run this condition again
-    }
+  auto evaluate = [&](int ci) {
+    const Condition& cond = p.conditions[static_cast<std::size_t>(ci)];
     const auto t0 = std::chrono::steady_clock::now();
-    HeadIntervention iv(c, cond.heads, options.ablation, options.means);
-    ForwardObserver* observer = cond.heads.empty() ? nullptr : &iv;
-    answers[ci].reserve(items.size());
-    nlls[ci].clear();
-    for (const TaskItem& it : items) {
-      const GeneratedAnswer a = generate_answer(model, it.prompt, it.max_new_tokens, it.stop, observer);
-      answers[ci].push_back(a.text);
-      if (want_nll) nlls[ci].push_back(answer_nll(model, it.prompt, it.reference, observer));
-    }
-    if (!path.empty()) {
-      nlohmann::json run = {{"condition", cond.kind},
-                            {"k", cond.k},
-                            {"draw", cond.draw},
-                            {"heads", names},
-                            {"answers", answers[ci]}};
-      if (want_nll) {
-        nlohmann::json v = nlohmann::json::array();
-        for (double x : nlls[ci]) v.push_back(std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr));
-        run["answer_nll"] = v;
-      }
-      write_file_atomic(path, run.dump(1) + "\n");
-    }
+    const nlohmann::json j = to_json(cond, evaluate_condition(model, items, cond, options, p.want.nll));
     if (options.progress) {
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double all = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+      const auto now = std::chrono::steady_clock::now();
       log_line(fmt::format("mask-eval: [{}/{}] {}: {} items in {:.1f} s ({:.0f} s so far)", ci + 1,
-                   conditions.size(), cond.label, items.size(), s, all));
+                           p.conditions.size(), cond.label, items.size(),
+                           std::chrono::duration<double>(now - t0).count(),
+                           std::chrono::duration<double>(now - t_start).count()));
     }
-  }
+    return j;
+  };
+  auto check = [&](const nlohmann::json& r, int ci, const std::string& path) {
+    const Condition& cond = p.conditions[static_cast<std::size_t>(ci)];
+    const std::vector<std::string> names = head_names(cond.heads);
+    (void)parse_condition(r, cond, items.size(), p.want.nll, &names, path);
+  };
+  MaskEvalShardRun out;
+  out.run = run_unit_shard(out_dir, p.study, shard, evaluate, check, options.progress);
+  const UnitStudyState state = read_unit_study(out_dir, p.study.kind, check);
+  out.done = state.done();
+  out.units = state.study.units();
+  out.study = state.study.id;
+  if (!state.complete()) return out;
+  std::vector<ConditionAnswers> runs;
+  for (std::size_t ci = 0; ci < p.conditions.size(); ++ci)
+    runs.push_back(parse_condition(state.results[ci], p.conditions[ci], items.size(), p.want.nll, nullptr,
+                                   unit_study_path(out_dir, p.study, static_cast<int>(ci))));
+  MaskEvalResult result = p.header;
+  score_conditions(result, items, p.conditions, runs, options, p.want);
+  out.result = std::move(result);
+  return out;
+}
 
-  // Metrics per condition and family.
-  const std::vector<std::string>& unmasked = answers[0];
-  std::vector<FamilyMetrics> metrics(conditions.size());
-  for (std::size_t ci = 0; ci < conditions.size(); ++ci) {
-    std::map<std::string, std::vector<double>> acc, chr, com, nll;
-    std::vector<double> comet_scores;
-    if (want_comet) {
-      std::vector<std::string> src, hyp, ref;
-      for (std::size_t i = 0; i < items.size(); ++i) {
-        src.push_back(items[i].prompt);
-        hyp.push_back(answers[ci][i]);
-        ref.push_back(options.reference == "gold" ? items[i].reference : unmasked[i]);
-      }
-      comet_scores = comet_score(src, hyp, ref, options.comet);
-    }
-    for (std::size_t i = 0; i < items.size(); ++i) {
-      const TaskItem& it = items[i];
-      const std::string& pred = answers[ci][i];
-      acc[it.family].push_back(answer_correct(pred, it.reference, it.answer_type) ? 1.0 : 0.0);
-      const std::string& ref = options.reference == "gold" ? it.reference : unmasked[i];
-      if (want_chrf) chr[it.family].push_back(chrf(pred, ref));
-      if (want_comet) com[it.family].push_back(comet_scores[i]);
-      if (want_nll && std::isfinite(nlls[ci][i])) nll[it.family].push_back(nlls[ci][i]);
-    }
-    for (const std::string& f : result.families) {
-      metrics[ci]["accuracy"][f] = mean_of(acc[f]);
-      if (want_chrf) metrics[ci]["chrf"][f] = mean_of(chr[f]);
-      if (want_comet) metrics[ci]["comet"][f] = mean_of(com[f]);
-      if (want_nll) metrics[ci]["nll"][f] = nll[f].empty() ? std::nan("") : mean_of(nll[f]);
-    }
-  }
-
-  for (const std::string& f : result.families)
-    for (const std::string& m : result.metrics) {
-      result.rows.push_back({f, 0, "none", m, metrics[0][m][f], 0.0, 1, family_items[f]});
-      for (int k : result.ks) {
-        std::vector<double> draws;
-        for (std::size_t ci = 1; ci < conditions.size(); ++ci) {
-          if (conditions[ci].k != k) continue;
-          if (conditions[ci].kind == "topk")
-            result.rows.push_back({f, k, "topk", m, metrics[ci][m][f], 0.0, 1, family_items[f]});
-          else
-            draws.push_back(metrics[ci][m][f]);
-        }
-        const MeanSem s = mean_sem(draws);
-        result.rows.push_back({f, k, "randomk", m, s.mean, s.sem, s.n, family_items[f]});
-      }
-    }
+MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& items,
+                             const HeadScores& scores, const MaskEvalOptions& options,
+                             const std::string& out_dir) {
+  if (!out_dir.empty()) return *run_mask_eval_shard(model, items, scores, options, out_dir, ShardSpec{}).result;
+  const Prepared p = prepare(model, items, scores, options);
+  std::vector<ConditionAnswers> runs;
+  for (const Condition& cond : p.conditions) runs.push_back(evaluate_condition(model, items, cond, options, p.want.nll));
+  MaskEvalResult result = p.header;
+  score_conditions(result, items, p.conditions, runs, options, p.want);
   return result;
+}
+
+MaskEvalMerge merge_mask_eval(const std::string& dir, const CometOptions& comet) {
+  const UnitStudyState state = read_unit_study(dir, study_kind("mask-eval"));
+  const nlohmann::json& s = state.study.settings;
+  MaskEvalMerge out;
+  out.study = state.study.id;
+  out.units = state.study.units();
+  for (int u : state.missing) out.missing.push_back(state.study.unit_names[static_cast<std::size_t>(u)]);
+  if (!state.complete()) return out;
+  MaskEvalResult r;
+  MaskEvalOptions options;
+  std::vector<TaskItem> items;
+  const std::string where = fmt::format("{}/shards", dir);
+  try {
+    r.model = state.study.inputs.at("model").get<std::string>();
+    items = parse_task_suite(state.study.inputs.at("tasks").get<std::string>(), where + " (tasks)");
+    if (tasks_hash_of(items) != s.at("tasks_hash").get<std::string>())
+      throw Error(fmt::format("{}: the manifest's tasks do not match its tasks_hash (edited?)", where));
+    r.model_fingerprint = s.at("model_fingerprint").get<std::string>();
+    r.score_method = s.at("score_method").get<std::string>();
+    r.ablation = s.at("ablation").get<std::string>();
+    r.reference = s.at("reference").get<std::string>();
+    r.metrics = s.at("metrics").get<std::vector<std::string>>();
+    r.ks = json_int_list(s.at("ks"), where, "ks");
+    r.random_seeds = json_int(s.at("random_seeds"), where, "random_seeds");
+    r.n_heads_total = json_int(s.at("n_heads_total"), where, "n_heads_total");
+    options.reference = r.reference;
+    options.comet = comet;
+    options.comet.model = s.at("comet_model").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: malformed mask-eval manifest ({})", where, e.what()));
+  }
+  const Wanted want = parse_metrics(r.metrics);
+  if (want.comet && find_executable(options.comet.executable).empty())
+    throw Error(fmt::format("{} not found on PATH: the study asks for COMET (install unbabel-comet)",
+                            options.comet.executable));
+  const std::vector<Condition> conditions = condition_list(r.ks, r.random_seeds);
+  if (conditions.size() != static_cast<std::size_t>(state.study.units()))
+    throw Error(fmt::format("{}: {} units for {} conditions", where, state.study.units(), conditions.size()));
+  std::vector<ConditionAnswers> runs;
+  for (std::size_t ci = 0; ci < conditions.size(); ++ci) {
+    const std::string path = unit_study_path(dir, state.study, static_cast<int>(ci));
+    try {
+      runs.push_back(parse_condition(state.results[ci], conditions[ci], items.size(), want.nll, nullptr, path));
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("{}: malformed mask-eval result ({}); delete it to have it run again", path, e.what()));
+    }
+    // Without the model, the unit's input hash (of its head names) checks the heads it masked.
+    if (hash_hex(nlohmann::json(runs.back().heads).dump()) != state.study.unit_hashes[ci])
+      throw Error(fmt::format("{}: its heads are not the ones this study masks for {} (edited?); delete it to have "
+                              "it run again",
+                              path, conditions[ci].label));
+  }
+  score_conditions(r, items, conditions, runs, options, want);
+  out.result = std::move(r);
+  return out;
 }
 
 nlohmann::json mask_eval_to_json(const MaskEvalResult& r) {

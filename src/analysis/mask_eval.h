@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "analysis/head_intervention.h"
 #include "analysis/head_scores.h"
 #include "analysis/task_suite.h"
+#include "analysis/unit_study.h"
 #include "model/model.h"
 
 namespace kvcompact {
@@ -73,14 +75,45 @@ std::vector<QueryHeadId> random_head_set(const ModelConfig& config, int k, int d
 
 /// Runs the study: the unmasked model, then for each k the top-k heads of `scores` and
 /// `random_seeds` random draws, every item answered by greedy generation (generate_answer with the
-/// item's stop strings and token limit) under the intervention. With `out_dir` non-empty, each
-/// condition's answers are saved in out_dir/runs/ (atomically, once finished) and a rerun with the
-/// same model, tasks, ablation and heads reuses them. Throws Error for no items, a k outside
-/// [1, heads], random_seeds outside [1, 1000] (when ks is not empty), an unknown metric or reference, scores
-/// of another model shape or fingerprint, and as comet_score when "comet" is asked for.
+/// item's stop strings and token limit) under the intervention. With `out_dir` non-empty the study
+/// runs as one shard into that folder (run_mask_eval_shard): a rerun of the same study reuses the
+/// finished conditions. Throws Error for no items, a k outside [1, heads], random_seeds outside
+/// [1, 1000] (when ks is not empty), an unknown metric or reference, scores of another model shape
+/// or fingerprint, a folder of another study, and as comet_score when "comet" is asked for.
 MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& items,
                              const HeadScores& scores, const MaskEvalOptions& options,
                              const std::string& out_dir = "");
+
+/// What one mask-eval shard did, and the study's result once every condition is finished.
+struct MaskEvalShardRun {
+  UnitShardRun run;
+  std::string study;                    ///< study id
+  int done = 0, units = 0;              ///< finished conditions / all conditions of the study
+  std::optional<MaskEvalResult> result; ///< set when the study is complete
+};
+
+/// Runs shard `shard` (count 0: all) of the study's conditions (none, then per k: topk, the random
+/// draws; one unit each, named by its label: none, topk_k4, randomk_k4_d0) into `out_dir` with
+/// the shared unit-study runner (analysis/unit_study.h). The study's settings (model, tasks,
+/// ablation and means, seed, ks, draws, metrics, reference, ranking) identify it; another
+/// study's folder is refused. Throws as run_mask_eval.
+MaskEvalShardRun run_mask_eval_shard(const Model& model, const std::vector<TaskItem>& items, const HeadScores& scores,
+                                     const MaskEvalOptions& options, const std::string& out_dir,
+                                     const ShardSpec& shard);
+
+/// A mask-eval study folder merged.
+struct MaskEvalMerge {
+  std::string study;
+  int units = 0;
+  std::vector<std::string> missing;     ///< conditions without a unit file
+  std::optional<MaskEvalResult> result; ///< set when complete (the metrics need every condition)
+};
+
+/// Reads a mask-eval study folder and, when every condition is finished, scores it as
+/// run_mask_eval does (the tasks come from the manifests; COMET, when the study asks for it, runs
+/// with `comet` and the study's model). Throws Error as read_unit_study and for a manifest whose
+/// tasks do not match their hash.
+MaskEvalMerge merge_mask_eval(const std::string& dir, const CometOptions& comet = {});
 
 /// JSON form of a result (every field of MaskEvalResult; rows as objects).
 nlohmann::json mask_eval_to_json(const MaskEvalResult& result);

@@ -253,9 +253,7 @@ std::vector<double> option_log_likelihoods(const Transformer& transformer, const
   return option_lls(transformer, s, encode_options(tokenizer, options));
 }
 
-QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& articles,
-                         const QaEvalOptions& options) {
-  if (articles.empty()) throw Error("qa-eval: no articles");
+std::vector<MethodSpec> validate_qa_eval_options(const QaEvalOptions& options) {
   if (options.methods.empty()) throw Error("qa-eval: no methods given");
   if (options.ratios.empty()) throw Error("qa-eval: no ratios given");
   if (options.max_answer_tokens < 1)
@@ -265,93 +263,107 @@ QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& artic
   for (double r : options.ratios) kept_entries(r, 1);  // validates
   std::vector<MethodSpec> methods;
   for (const auto& m : options.methods) methods.push_back(parse_method_spec(m));
+  return methods;
+}
 
-  const Transformer tr(model.config, model.weights);
+QaArticleUnit evaluate_qa_article(const Model& model, const Transformer& tr, const QaArticle& art, std::size_t ai,
+                                  const std::vector<MethodSpec>& methods, const QaEvalOptions& options,
+                                  QaAnswerStore& store) {
   const Tokenizer& tok = *model.tokenizer;
-  const uint64_t fp = model_fingerprint(model.config, model.weights);
-  QaAnswerStore store(options.answers_cache_dir, fp, model.config.vocab_size);
-  const std::size_t n_rows = 1 + methods.size() * options.ratios.size();
+  const QaArticleTokens at = tokenize_qa_article(model, art, options);
+  QaArticleUnit unit;
+  unit.note = at.note;
+  const std::vector<int>& ids = at.context;
+  unit.context_tokens = static_cast<int>(ids.size());
+
+  std::vector<KVCache> caches;
+  caches.push_back(KVCache{});  // the full cache, set below
+  std::vector<float> last_logits;  // after the context's last token
+  for (std::size_t mi = 0; mi < methods.size(); ++mi) {
+    QueryPlan plan;
+    plan.spec = methods[mi].queries;
+    plan.seed = options.seed + ai;
+    const ContextPrefill prefill = collect_reference_queries(tr, tok, ids, plan);
+    if (mi == 0) {
+      caches[0] = prefill.cache;
+      last_logits = prefill.last_logits;
+    }
+    for (double ratio : options.ratios) {
+      CompactionOptions co;
+      co.method = methods[mi];
+      co.ratio = ratio;
+      co.seed = options.seed + ai;
+      set_rope(co, model.config);
+      caches.push_back(compact_cache(prefill.cache, prefill.queries, co, &prefill.context_queries));
+    }
+  }
+  for (const KVCache& c : caches) {
+    unit.entries.push_back(static_cast<double>(c.total_entries()));
+    unit.bytes.push_back(static_cast<double>(c.bytes()));
+  }
+
+  for (std::size_t q = 0; q < art.questions.size(); ++q) {
+    // (a) the reference answer, from the uncompacted model.
+    const std::string& key = at.answer_keys[q];
+    QaReferenceAnswer ref;
+    if (const QaReferenceAnswer* hit = store.find(key)) {
+      ref = *hit;
+      ++unit.answers_reused;
+    } else {
+      ref = make_reference_answer(tr, tok, caches[0], last_logits, ids.back(), at.prompts[q], options.max_answer_tokens);
+      store.put(key, ref);
+      ++unit.answers_generated;
+    }
+    unit.answers.push_back(ref);
+
+    std::vector<QaQuestionScore> scores;
+    for (const KVCache& c : caches) {
+      const PromptState s = feed_prompt(tr, c, last_logits, at.prompt_ids[q]);
+      QaQuestionScore sc;
+      sc.answer_nll = continuation_nll(tr, s.cache, s.logits, ref.tokens).mean_nll();
+      sc.mc_choice = best_option(option_lls(tr, s, at.option_ids[q])) + 1;
+      sc.mc_correct = sc.mc_choice == art.questions[q].gold_label;
+      if (!std::isfinite(sc.answer_nll))
+        throw Error(fmt::format("article {} question {}: non-finite answer NLL", art.id, q + 1));
+      scores.push_back(sc);
+    }
+    unit.scores.push_back(std::move(scores));
+  }
+  store.save();
+  return unit;
+}
+
+QaEvalResult aggregate_qa_eval(const QaEvalOptions& options, const std::vector<QaArticleUnit>& units) {
+  if (units.empty()) throw Error("qa-eval: no finished articles to aggregate");
+  const std::size_t n_rows = 1 + options.methods.size() * options.ratios.size();
   std::vector<RowAcc> acc(n_rows);
   QaEvalResult res;
   double context_sum = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-
-  for (std::size_t ai = 0; ai < articles.size(); ++ai) {
-    const QaArticle& art = articles[ai];
-    const QaArticleTokens at = tokenize_qa_article(model, art, options);
-    if (!at.note.empty()) res.notes.push_back(at.note);
-    const std::vector<int>& ids = at.context;
-    const auto& prompts = at.prompts;
-    const auto& prompt_ids = at.prompt_ids;
-    const auto& option_ids = at.option_ids;
-    context_sum += static_cast<double>(ids.size());
-
-    std::vector<KVCache> caches;
-    caches.push_back(KVCache{});  // the full cache, set below
-    std::vector<float> last_logits;  // after the context's last token
-    for (std::size_t mi = 0; mi < methods.size(); ++mi) {
-      QueryPlan plan;
-      plan.spec = methods[mi].queries;
-      plan.seed = options.seed + ai;
-      const ContextPrefill prefill = collect_reference_queries(tr, tok, ids, plan);
-      if (mi == 0) {
-        caches[0] = prefill.cache;
-        last_logits = prefill.last_logits;
-      }
-      for (double ratio : options.ratios) {
-        CompactionOptions co;
-        co.method = methods[mi];
-        co.ratio = ratio;
-        co.seed = options.seed + ai;
-        set_rope(co, model.config);
-        caches.push_back(compact_cache(prefill.cache, prefill.queries, co, &prefill.context_queries));
-      }
-    }
+  for (const QaArticleUnit& u : units) {
+    if (u.entries.size() != n_rows || u.bytes.size() != n_rows || u.answers.size() != u.scores.size())
+      throw Error(fmt::format("qa-eval: an article's result holds {} rows, the options {}", u.entries.size(), n_rows));
+    if (!u.note.empty()) res.notes.push_back(u.note);
+    context_sum += u.context_tokens;
+    res.answers_generated += u.answers_generated;
+    res.answers_reused += u.answers_reused;
     for (std::size_t r = 0; r < n_rows; ++r) {
-      acc[r].entries += static_cast<double>(caches[r].total_entries());
-      acc[r].bytes += static_cast<double>(caches[r].bytes());
+      acc[r].entries += u.entries[r];
+      acc[r].bytes += u.bytes[r];
     }
-
-    for (std::size_t q = 0; q < art.questions.size(); ++q) {
-      // (a) the reference answer, from the uncompacted model.
-      const std::string& key = at.answer_keys[q];
-      QaReferenceAnswer ref;
-      if (const QaReferenceAnswer* hit = store.find(key)) {
-        ref = *hit;
-        ++res.answers_reused;
-      } else {
-        ref = make_reference_answer(tr, tok, caches[0], last_logits, ids.back(), prompts[q],
-                                    options.max_answer_tokens);
-        store.put(key, ref);
-        ++res.answers_generated;
-      }
-      res.reference_answers.push_back(ref);
-
-      std::vector<QaQuestionScore> scores;
+    for (std::size_t q = 0; q < u.scores.size(); ++q) {
+      const std::vector<QaQuestionScore>& scores = u.scores[q];
+      if (scores.size() != n_rows) throw Error(fmt::format("qa-eval: a question's scores hold {} rows, not {}", scores.size(), n_rows));
       for (std::size_t r = 0; r < n_rows; ++r) {
-        const PromptState s = feed_prompt(tr, caches[r], last_logits, prompt_ids[q]);
-        QaQuestionScore sc;
-        sc.answer_nll = continuation_nll(tr, s.cache, s.logits, ref.tokens).mean_nll();
-        sc.mc_choice = best_option(option_lls(tr, s, option_ids[q])) + 1;
-        sc.mc_correct = sc.mc_choice == art.questions[q].gold_label;
-        if (!std::isfinite(sc.answer_nll))
-          throw Error(fmt::format("article {} question {}: non-finite answer NLL", art.id, q + 1));
-        scores.push_back(sc);
-        acc[r].nll.push_back(sc.answer_nll);
-        acc[r].delta.push_back(sc.answer_nll - scores[0].answer_nll);
-        acc[r].correct += sc.mc_correct ? 1 : 0;
+        acc[r].nll.push_back(scores[r].answer_nll);
+        acc[r].delta.push_back(scores[r].answer_nll - scores[0].answer_nll);
+        acc[r].correct += scores[r].mc_correct ? 1 : 0;
       }
-      res.per_question.push_back(std::move(scores));
+      res.per_question.push_back(scores);
+      res.reference_answers.push_back(u.answers[q]);
       ++res.questions;
     }
-    store.save();
-    if (options.progress)
-      log_line(fmt::format("qa-eval: article {}/{} ({} context tokens, {} questions), {:.1f} s", ai + 1,
-                   articles.size(), ids.size(), art.questions.size(),
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
   }
-
-  res.articles = static_cast<int>(articles.size());
+  res.articles = static_cast<int>(units.size());
   res.mean_context_tokens = context_sum / res.articles;
   const double A = res.articles;
   auto fill_row = [&](QaEvalRow& row, const RowAcc& a) {
@@ -383,6 +395,25 @@ QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& artic
     }
   }
   return res;
+}
+
+QaEvalResult run_qa_eval(const Model& model, const std::vector<QaArticle>& articles,
+                         const QaEvalOptions& options) {
+  if (articles.empty()) throw Error("qa-eval: no articles");
+  const std::vector<MethodSpec> methods = validate_qa_eval_options(options);
+  const Transformer tr(model.config, model.weights);
+  QaAnswerStore store(options.answers_cache_dir, model_fingerprint(model.config, model.weights),
+                      model.config.vocab_size);
+  std::vector<QaArticleUnit> units;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t ai = 0; ai < articles.size(); ++ai) {
+    units.push_back(evaluate_qa_article(model, tr, articles[ai], ai, methods, options, store));
+    if (options.progress)
+      log_line(fmt::format("qa-eval: article {}/{} ({} context tokens, {} questions), {:.1f} s", ai + 1,
+                           articles.size(), units.back().context_tokens, articles[ai].questions.size(),
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
+  }
+  return aggregate_qa_eval(options, units);
 }
 
 }  // namespace kvcompact

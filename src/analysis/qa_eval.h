@@ -145,6 +145,31 @@ std::vector<double> option_log_likelihoods(const Transformer& transformer, const
 /// Index (0-based) of the largest value; the first one on ties. Throws Error when empty.
 int best_option(const std::vector<double>& log_likelihoods);
 
+/// One article's evaluation: the work unit of a sharded qa-eval (rows: "full", then methods x
+/// ratios, methods outer).
+struct QaArticleUnit {
+  int context_tokens = 0;                          ///< after truncation
+  std::string note;                                ///< truncation note, or ""
+  std::vector<double> entries, bytes;              ///< [rows]: kept entries, KVCache::bytes
+  std::vector<std::vector<QaQuestionScore>> scores;  ///< [questions][rows]
+  std::vector<QaReferenceAnswer> answers;          ///< [questions]
+  int answers_generated = 0, answers_reused = 0;
+};
+
+/// Checks the options (throws Error as run_qa_eval) and returns the parsed methods.
+std::vector<MethodSpec> validate_qa_eval_options(const QaEvalOptions& options);
+
+/// Evaluates article `article_index` (0-based; seeds the random baseline) as run_qa_eval does,
+/// taking and putting reference answers in `store` (saved at the end). Throws as run_qa_eval.
+QaArticleUnit evaluate_qa_article(const Model& model, const Transformer& transformer, const QaArticle& article,
+                                  std::size_t article_index, const std::vector<MethodSpec>& methods,
+                                  const QaEvalOptions& options, QaAnswerStore& store);
+
+/// The result of run_qa_eval from its per-article units (in article order, so a sharded study
+/// merges to the same numbers as one process). Throws Error when `units` is empty or a unit's rows
+/// do not match the options.
+QaEvalResult aggregate_qa_eval(const QaEvalOptions& options, const std::vector<QaArticleUnit>& units);
+
 /// For each article: context = its text encoded with BOS, truncated to the budget (a note says so);
 /// repeat-prefill (reference queries), then the full cache and each method x ratio compaction.
 /// Per question, prompt = template with {question} replaced, encoded without BOS:

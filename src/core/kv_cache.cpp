@@ -59,6 +59,19 @@ std::size_t KVCache::bytes() const {
   return b;
 }
 
+std::size_t KVCache::bytes_with_lengths(const std::vector<int>& lengths) const {
+  if (lengths.size() != heads_.size())
+    throw Error(fmt::format("cache bytes: {} head lengths for a cache of {} heads", lengths.size(), heads_.size()));
+  std::size_t b = 0;
+  for (std::size_t i = 0; i < heads_.size(); ++i) {
+    if (lengths[i] < 0) throw Error(fmt::format("cache bytes: head {} has a negative length {}", i, lengths[i]));
+    const auto n = static_cast<std::size_t>(lengths[i]);
+    b += n * 2 * head_dim_ * sizeof(float);
+    if (heads_[i].has_bias()) b += n * sizeof(float);
+  }
+  return b;
+}
+
 void KVCache::clear() {
   for (auto& h : heads_) h = HeadCache{};
   next_position = 0;

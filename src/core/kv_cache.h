@@ -56,6 +56,10 @@ class KVCache {
   std::size_t total_entries() const;
   /// Storage in bytes of keys and values (float32), plus beta for heads that carry a bias.
   std::size_t bytes() const;
+  /// The bytes() this cache would take with per-head lengths `lengths` [n_layers * n_kv_heads,
+  /// layer-major] and the same heads carrying a bias (e.g. a uniform budget of the same total,
+  /// without compacting twice). Throws Error when lengths has another size or a negative entry.
+  std::size_t bytes_with_lengths(const std::vector<int>& lengths) const;
   /// Drops every entry and resets next_position to 0.
   void clear();
 

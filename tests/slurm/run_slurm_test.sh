@@ -7,6 +7,7 @@
 #      `kvcompact slurm influence ... --array 4` (sbatch) and checks the merged influence.{json,csv}
 #      equal a one-process run byte for byte; then a 6-document compact-eval as a 3-task array +
 #      merge (`kvcompact slurm compact-eval ... --array 3`), its table against a one-process run;
+#      and a 4-article qa-eval as a 2-task array + merge against its one-process table;
 #   2. fault test: SIGKILLs one running array task mid-run (scancel --signal=KILL), requeues it
 #      (scontrol requeue) and checks that no finished unit was lost or rewritten, that the requeued
 #      task skipped them, and that the final merge again equals the one-process run.
@@ -155,6 +156,20 @@ cmp <(cut -d, -f1-8 "$T/ce_one.csv") <(cut -d, -f1-8 "$T/ceout/compact_eval.csv"
   fail "the merged compact-eval table differs from the one-process run"
 say "compact-eval, 3-task array + merge: the merged table equals the one-process run (columns 1-8 byte for byte)"
 "$KVC" slurm --status "$T/ceout" | sed 's/^/  /'
+
+# --- qa-eval over 4 cloze articles as a 2-task array + merge: the merged table equals a
+# one-process run byte for byte (qa-eval's table has no timing columns)
+"$KVC" make-cloze --data "$DATA" --articles 4 --questions 2 --seed 5 -o "$T/cloze.jsonl" >/dev/null ||
+  fail "make-cloze"
+QA=(--model "$MODEL" --data "$T/cloze.jsonl" --ratios 0.2,0.5 --methods am,random)
+"$KVC" qa-eval "${QA[@]}" --threads 2 --csv "$T/qa_one.csv" >/dev/null 2>"$T/qa_one.err" ||
+  { cat "$T/qa_one.err"; fail "qa-eval one-process run"; }
+"$KVC" slurm qa-eval "${QA[@]}" --out "$T/qaout" --array 2 --cpus 1 --time 10:00 | sed 's/^/  /'
+wait_jobs 300
+cat "$T"/qaout/slurm/logs/merge_*.log | sed 's/^/  merge log: /'
+cmp "$T/qa_one.csv" "$T/qaout/qa_eval.csv" || fail "the merged qa-eval table differs from the one-process run"
+say "qa-eval, 2-task array + merge: the merged table equals the one-process run byte for byte"
+"$KVC" slurm --status "$T/qaout" | sed 's/^/  /'
 
 # --- fault test: more units per task, so that a task can be killed mid-run
 # 4 documents x 20 heads = 80 units, 20 per task (task 1: document 2); 51 ratios and --plain make
