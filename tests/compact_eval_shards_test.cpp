@@ -104,6 +104,25 @@ TEST(CompactEvalShards, BadInputIsAOneLineError) {
   }
   expect_one_line_error(run_cli("merge " + study), "compact_eval_doc_5.json: its input hash is not document 6's");
   std::filesystem::remove(study + "/units/compact_eval_doc_5.json");
+  // Numbers a run cannot produce (negative bytes, a fractional entry count, an infinite NLL) are
+  // refused by name, never printed.
+  {
+    std::ifstream in(unit);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const nlohmann::json good = nlohmann::json::parse(ss.str());
+    for (const auto& [cell, value] : {std::pair<int, double>{1, -1e20}, {5, 0.5}, {0, -0.5}}) {
+      nlohmann::json bad = good;
+      bad["result"]["cells"][0][cell] = value;
+      std::ofstream(unit) << bad.dump();
+      expect_one_line_error(run_cli("merge " + study), "compact_eval_doc_0.json: cells");
+    }
+    nlohmann::json none = good;
+    none["result"] = nullptr;
+    std::ofstream(unit) << none.dump();
+    expect_one_line_error(run_cli("merge " + study), "compact_eval_doc_0.json: holds no result");
+    std::ofstream(unit) << good.dump();
+  }
   // A broken unit: named with the problem and the remedy, by the rerun and by merge.
   std::ofstream(unit) << "{\"study\": 3";
   expect_one_line_error(run_cli(kEval + " --out " + study + " --shard 0/4"), "delete it to have document 1 evaluated again");

@@ -158,5 +158,27 @@ TEST(InfluenceShards, SlurmRefusesLineBreaksInHeaderValues) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/slurm/influence_array.sbatch"));
 }
 
+// Blanks in #SBATCH values are quoted (sbatch splits directives at unquoted blanks), options the
+// slurm subcommand shares with the study (--fast-quant) reach the tasks, a line break in --out is
+// refused, and a missing input file is named before any task is queued.
+TEST(InfluenceShards, SlurmQuotesBlanksKeepsFastQuantAndChecksInputs) {
+  const std::string out = tmp_dir("slurm_blank") + "/my out";
+  CliRun r = run_cli("slurm influence " + kStudy + " --out '" + out + "' --array 2 --job-name 'my job' --fast-quant --dry-run");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string s = slurp(out + "/slurm/influence_array.sbatch");
+  for (const std::string& want : {std::string("#SBATCH --job-name=\"my job\""),
+                                 "#SBATCH --output=\"" + out + "/slurm/logs/shard_%a.log\"",
+                                 std::string("' --fast-quant --shard \"${SLURM_ARRAY_TASK_ID}/2\"")})
+    EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
+  EXPECT_NE(slurp(out + "/slurm/merge.sbatch").find("#SBATCH --job-name=\"my job-merge\""), std::string::npos);
+  const std::string dir = tmp_dir("slurm_inputs");
+  expect_one_line_error(run_cli("slurm influence " + kStudy + " --out '" + dir + "/a\nb' --array 2 --dry-run"),
+                        "holds a line break");
+  expect_one_line_error(run_cli("slurm compact-eval --model " + dir + "/no_such.bin --data x --out " + dir +
+                                " --array 2 --dry-run"),
+                        "--model " + dir + "/no_such.bin: no such file or folder");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/slurm"));
+}
+
 }  // namespace
 }  // namespace kvcompact

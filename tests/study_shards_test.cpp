@@ -178,6 +178,15 @@ TEST(BudgetEvalShards, MergedShardsEqualOneProcess) {
   ASSERT_EQ(run_cli("merge " + study).status, 0);
   EXPECT_EQ(read_json(study + "/budget_eval.json")["points"], a["points"]);
   EXPECT_TRUE(std::filesystem::exists(study + "/budget_eval.svg"));
+  // Swapped series folders (or one from another study) are refused, never merged.
+  std::filesystem::rename(study + "/series_0", study + "/swap");
+  std::filesystem::rename(study + "/series_1", study + "/series_0");
+  std::filesystem::rename(study + "/swap", study + "/series_1");
+  expect_one_line_error(run_cli("merge " + study), "series 0 (uniform) of this budget-eval is study");
+  std::filesystem::rename(study + "/series_0", study + "/swap");
+  std::filesystem::rename(study + "/series_1", study + "/series_0");
+  std::filesystem::rename(study + "/swap", study + "/series_1");
+  ASSERT_EQ(run_cli("merge " + study).status, 0);
   // Other series into the same folder, and another kind of study, are refused.
   expect_one_line_error(run_cli("budget-eval --model " + kBin + " --data " + kStories +
                                 " --docs 5 --skip 1 --ratios 0.1,0.5 --schedules uniform --out " + study),

@@ -139,6 +139,21 @@ TEST(UnitStudy, AnotherStudyOrKindIsRefused) {
   EXPECT_NE(e5.find("holds shard manifests of a compact-eval study and of a qa-eval study"), std::string::npos) << e5;
 }
 
+TEST(UnitStudy, ARefusedRunLeavesTheFolderAsItFoundIt) {
+  // Units without manifests (shards/ deleted by hand): another study's shard is refused by the
+  // units it would skip, before it writes a manifest that would lock the rightful study out.
+  const std::string dir = tmp_dir("lockout");
+  const UnitStudy study = seven_units();
+  auto zero = [](int) { return json(0); };
+  (void)run_unit_shard(dir, study, {0, 1}, zero, {}, false);
+  std::filesystem::remove_all(dir + "/shards");
+  const std::string e = error_of([&] { (void)run_unit_shard(dir, seven_units({{"x", 3}}), {1, 3}, zero, {}, false); });
+  EXPECT_NE(e.find("belongs to study " + study.id), std::string::npos) << e;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/shards/compact_eval_shard_1_of_3.json"));
+  const UnitShardRun again = run_unit_shard(dir, study, {1, 3}, zero, {}, false);
+  EXPECT_EQ(again.skipped, 2u);
+}
+
 TEST(UnitStudy, TamperedUnitFilesAreRefusedWithTheRemedy) {
   const std::string dir = tmp_dir("tamper");
   const UnitStudy study = seven_units();

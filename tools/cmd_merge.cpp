@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "analysis/compact_eval_shards.h"
 #include "analysis/budget_eval.h"
@@ -17,6 +18,16 @@
 #include "report/svg_plot.h"
 
 namespace kvcompact::cli {
+namespace {
+
+/// "1 4 7" (1-based) for the first 20 0-based units, then "...".
+std::string numbers_1(const std::vector<int>& units) {
+  std::string out;
+  for (std::size_t i = 0; i < units.size() && i < 20; ++i) out += fmt::format("{}{}", i == 0 ? "" : " ", units[i] + 1);
+  return units.size() > 20 ? out + " ..." : out;
+}
+
+}  // namespace
 
 Runner register_merge(CLI::App& app, CommonOptions& common) {
   struct Opts {
@@ -26,18 +37,26 @@ Runner register_merge(CLI::App& app, CommonOptions& common) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
-      "merge", "aggregate a sharded study (influence, compact-eval, qa-eval or mask-eval run with --out DIR "
+      "merge", "aggregate a sharded study (influence, compact-eval, qa-eval, mask-eval or budget-eval run with --out DIR "
                "--shard I/N) from its finished units; exit 2 when units are missing (influence, compact-eval and qa-eval "
                "then print the aggregate of the finished ones; the result files are written once the study is complete)");
   cmd->add_option("dirs", o->dirs, "output folders of the shards (one study; units are looked up in order)")
       ->required();
   cmd->add_option("--out", o->out,
-                  "folder for influence.{json,csv,svg} or compact_eval.{json,csv} (default: the first folder)");
+                  "folder for the results: influence.{json,csv,svg}, compact_eval.{json,csv}, qa_eval.{json,csv}, "
+                  "mask_eval.{json,csv,svg} or budget_eval.{json,csv,svg} (default: the first folder)");
   cmd->add_option("--band", o->band, "figure band: sem, std or none");
   cmd->add_flag("--png", o->png, "also write the figure as PNG");
   add_common_options(cmd, common);
   return [o, &common] {
     const StudyKind* kind = study_kind_in(o->dirs[0]);
+    if (kind == nullptr && o->dirs.size() == 1) {
+      std::error_code ec;
+      if (!std::filesystem::is_directory(o->dirs[0], ec)) throw Error(fmt::format("{}: no such folder", o->dirs[0]));
+      throw Error(fmt::format("{}: holds no study (no shard manifests in {}/shards); was it run with --out DIR "
+                              "[--shard I/N]?",
+                              o->dirs[0], o->dirs[0]));
+    }
     if (kind != nullptr && kind->name != "influence" && o->dirs.size() != 1)
       throw Error(fmt::format("merge: {} is one folder (its shards share --out DIR)", kind->article));
     const std::string out_dir = o->out.empty() ? o->dirs[0] : o->out;
@@ -49,14 +68,15 @@ Runner register_merge(CLI::App& app, CommonOptions& common) {
       for (int a : m.missing) missing_1.push_back(a + 1);
       report_qa_eval(m.result,
                      {{"study", m.study.id},
+                      {"model", m.study.inputs.is_object() ? m.study.inputs.value("model", "") : ""},
                       {"model_fingerprint", m.study.settings.value("model_fingerprint", "")},
                       {"missing_articles", missing_1}},
                      csv, json, common.json);
       if (m.missing.empty()) return 0;
       std::fprintf(stderr,
-                   "kvcompact: merge: %zu of %d articles missing; the table above covers the finished ones "
+                   "kvcompact: merge: %zu of %d articles missing (%s); the table above covers the finished ones "
                    "(qa_eval.csv/json are written once the study is complete)\n",
-                   m.missing.size(), m.study.units());
+                   m.missing.size(), m.study.units(), numbers_1(m.missing).c_str());
       return 2;
     }
     if (kind != nullptr && kind->name == "budget-eval") {
@@ -95,15 +115,16 @@ Runner register_merge(CLI::App& app, CommonOptions& common) {
       for (int d : m.missing) missing_1.push_back(d + 1);
       report_compact_eval(m.result,
                           {{"study", m.study.id},
+                           {"model", m.study.inputs.is_object() ? m.study.inputs.value("model", "") : ""},
                            {"model_fingerprint", m.study.settings.value("model_fingerprint", "")},
                            {"context_frac", m.options.context_frac},
                            {"missing_documents", missing_1}},
                           files, common.json);
       if (!m.missing.empty()) {
         std::fprintf(stderr,
-                     "kvcompact: merge: %zu of %d documents missing; the table above covers the finished ones "
+                     "kvcompact: merge: %zu of %d documents missing (%s); the table above covers the finished ones "
                      "(compact_eval.csv/json are written once the study is complete)\n",
-                     m.missing.size(), documents);
+                     m.missing.size(), documents, numbers_1(m.missing).c_str());
         return 2;
       }
       return 0;

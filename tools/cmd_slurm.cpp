@@ -25,6 +25,14 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
+/// A #SBATCH value: as it is when it holds no blank or '#', else in double quotes (sbatch's
+/// directive parser splits at unquoted blanks and ends the line at an unquoted '#'). Values with
+/// a double quote or a line break are refused before this is called.
+std::string sbatch_quote(const std::string& s) {
+  if (s.find_first_of(" \t#") == std::string::npos) return s;
+  return "\"" + s + "\"";
+}
+
 /// The full path of `name` on PATH, or "" when absent.
 std::string find_on_path(const std::string& name) {
   const char* path = std::getenv("PATH");
@@ -130,9 +138,17 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
                       {"missing", missing_1}, {"missing_names", missing_names}, {"shards", shards}});
         } else {
           fmt::print("{}\n", unit_study_status_line(st));
-          for (const auto& s : st.shards)
-            fmt::print("  shard {}/{}: {}s {}..{}: {} of {} done\n", s.shard.index, s.shard.count, kind->noun,
-                       s.begin + 1, s.end, s.done, s.end - s.begin);
+          for (const auto& s : st.shards) {
+            if (s.end == s.begin)
+              fmt::print("  shard {}/{}: no {}s (more shards than {}s)\n", s.shard.index, s.shard.count, kind->noun,
+                         kind->noun);
+            else
+              fmt::print("  shard {}/{}: {}s {}..{}: {} of {} done\n", s.shard.index, s.shard.count, kind->noun,
+                         s.begin + 1, s.end, s.done, s.end - s.begin);
+          }
+          if (!st.shards.empty() && static_cast<int>(st.shards.size()) < st.shards.back().shard.count)
+            fmt::print("  {} of {} shards have written their manifest (the others have not started)\n",
+                       st.shards.size(), st.shards.back().shard.count);
         }
         return 0;
       }
@@ -147,9 +163,12 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
     const std::string study = args[0];
     for (const auto& [name, value] : {std::pair<const char*, const std::string*>{"--partition", &o->partition},
                                       {"--time", &o->time}, {"--mem", &o->mem}, {"--job-name", &o->job_name}})
-      if (value->find_first_of("\n\r") != std::string::npos)
-        throw Error(fmt::format("slurm: {} holds a line break (it would end the #SBATCH line)", name));
+      if (value->find_first_of("\n\r\"") != std::string::npos)
+        throw Error(fmt::format("slurm: {} holds a line break or a double quote (a #SBATCH line cannot carry it)", name));
     const std::string job_name = o->job_name.empty() ? "kvc-" + study : o->job_name;
+    if (o->array > 1001)
+      std::fprintf(stderr, "kvcompact: warning: --array %d is above SLURM's default MaxArraySize (1001); sbatch "
+                           "refuses it unless the cluster raised that limit\n", o->array);
     if (o->array < 1) throw Error("slurm: --array N (the number of array tasks) is required");
     std::string out;
     for (std::size_t i = 1; i < args.size(); ++i) {
@@ -179,12 +198,20 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
     const fs::path out_abs = fs::absolute(out).lexically_normal();
     const fs::path sdir = out_abs / "slurm";
     const std::string exe = fs::read_symlink("/proc/self/exe").string();
-    std::string common_hdr = fmt::format("#SBATCH --chdir={}\n", cwd.string());
-    if (!o->partition.empty()) common_hdr += fmt::format("#SBATCH --partition={}\n", o->partition);
-    if (!o->time.empty()) common_hdr += fmt::format("#SBATCH --time={}\n", o->time);
-    if (!o->mem.empty()) common_hdr += fmt::format("#SBATCH --mem={}\n", o->mem);
+    std::string common_hdr = fmt::format("#SBATCH --chdir={}\n", sbatch_quote(cwd.string()));
+    if (!o->partition.empty()) common_hdr += fmt::format("#SBATCH --partition={}\n", sbatch_quote(o->partition));
+    if (!o->time.empty()) common_hdr += fmt::format("#SBATCH --time={}\n", sbatch_quote(o->time));
+    if (!o->mem.empty()) common_hdr += fmt::format("#SBATCH --mem={}\n", sbatch_quote(o->mem));
+    for (const auto& [what, path] : {std::pair<const char*, std::string>{"the working folder", cwd.string()},
+                                     {"--out", out_abs.string()}, {"the kvcompact executable", exe}})
+      if (path.find_first_of("\n\r\"") != std::string::npos)
+        throw Error(fmt::format("slurm: {} {} holds a line break or a double quote, which a #SBATCH line cannot "
+                                "carry; use another folder",
+                                what, nlohmann::json(path).dump()));  // escaped: the message stays one line
     std::string cmdline = shell_quote(exe);
     for (const auto& a : args) cmdline += " " + shell_quote(a);
+    // Options this subcommand shares with the study (add_common_options) reach the tasks too.
+    if (common.fast_quant) cmdline += " --fast-quant";
     const std::string array_script = fmt::format(
         "#!/bin/bash\n"
         "# kvcompact {study} as a SLURM job array: task i runs shard i/{n}. A requeued or restarted\n"
@@ -195,27 +222,29 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
         "#SBATCH --ntasks=1\n"
         "#SBATCH --requeue\n"
         "#SBATCH --open-mode=append\n"
-        "#SBATCH --output={logs}/shard_%a.log\n"
+        "#SBATCH --output={logs}\n"
         "{hdr}"
         "set -euo pipefail\n"
         "export OMP_NUM_THREADS=\"${{SLURM_CPUS_PER_TASK:-{cpus}}}\"\n"
         "echo \"kvcompact: job ${{SLURM_JOB_ID}} task ${{SLURM_ARRAY_TASK_ID}} (restart ${{SLURM_RESTART_COUNT:-0}}) "
         "on $(hostname -s)\"\n"
         "exec {cmd} --shard \"${{SLURM_ARRAY_TASK_ID}}/{n}\" --threads \"${{SLURM_CPUS_PER_TASK:-{cpus}}}\"\n",
-        fmt::arg("study", study), fmt::arg("n", o->array), fmt::arg("out", out_abs.string()), fmt::arg("name", job_name),
-        fmt::arg("last", o->array - 1), fmt::arg("cpus", o->cpus), fmt::arg("logs", (sdir / "logs").string()),
+        fmt::arg("study", study), fmt::arg("n", o->array), fmt::arg("out", out_abs.string()),
+        fmt::arg("name", sbatch_quote(job_name)), fmt::arg("last", o->array - 1), fmt::arg("cpus", o->cpus),
+        fmt::arg("logs", sbatch_quote((sdir / "logs" / "shard_%a.log").string())),
         fmt::arg("hdr", common_hdr), fmt::arg("cmd", cmdline));
     const std::string merge_script = fmt::format(
         "#!/bin/bash\n"
         "# Merges the shards once every array task has ended (afterany); exit 2 lists missing units.\n"
-        "#SBATCH --job-name={name}-merge\n"
+        "#SBATCH --job-name={name}\n"
         "#SBATCH --cpus-per-task=1\n"
         "#SBATCH --ntasks=1\n"
-        "#SBATCH --output={logs}/merge_%j.log\n"
+        "#SBATCH --output={logs}\n"
         "{hdr}"
         "set -euo pipefail\n"
         "exec {exe} merge {out}\n",
-        fmt::arg("name", job_name), fmt::arg("logs", (sdir / "logs").string()), fmt::arg("hdr", common_hdr),
+        fmt::arg("name", sbatch_quote(job_name + "-merge")), fmt::arg("logs", sbatch_quote((sdir / "logs" / "merge_%j.log").string())),
+        fmt::arg("hdr", common_hdr),
         fmt::arg("exe", shell_quote(exe)), fmt::arg("out", shell_quote(out_abs.string())));
     const std::string array_path = (sdir / (study + "_array.sbatch")).string();
     const std::string merge_path = (sdir / "merge.sbatch").string();
@@ -232,7 +261,10 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
     nlohmann::json j = {{"array_script", array_path}, {"merge_script", merge_path}, {"tasks", o->array}};
     if (o->dry_run) {
       if (common.json) print_json(j);
-      else fmt::print("wrote {} ({} tasks) and {} (not submitted: --dry-run)\n", array_path, o->array, merge_path);
+      else
+        fmt::print("wrote {} ({} tasks) and {} (not submitted: --dry-run); to submit them by hand:\n"
+                   "  id=$(sbatch --parsable {}) && sbatch --dependency=afterany:${{id%;*}} {}\n",
+                   array_path, o->array, merge_path, shell_quote(array_path), shell_quote(merge_path));
       return 0;
     }
     auto job_id = [](std::string s) { return s.substr(0, s.find(';')); };  // --parsable: "id[;cluster]"

@@ -21,9 +21,17 @@ std::string series_dir(const std::string& dir, std::size_t k) {
   return (fs::path(dir) / fmt::format("series_{}", k)).string();
 }
 
-json series_json(const std::vector<BudgetEvalSeries>& series) {
+/// The series of a budget-eval: label, source and the id of its compact-eval study (which holds
+/// every setting, the proportions and the documents), so that a merge never takes another
+/// study's series folder.
+json series_json(const Model& model, const std::vector<std::string>& documents, const CompactEvalOptions& base,
+                 const std::vector<BudgetEvalSeries>& series) {
   json out = json::array();
-  for (const BudgetEvalSeries& s : series) out.push_back({{"label", s.label}, {"source", s.source}});
+  for (const BudgetEvalSeries& s : series) {
+    CompactEvalOptions opt = base;
+    opt.budget_proportions = s.proportions;
+    out.push_back({{"label", s.label}, {"source", s.source}, {"study", make_compact_eval_study(model, documents, opt).id}});
+  }
   return out;
 }
 
@@ -50,7 +58,7 @@ BudgetEvalResult run_budget_eval_shard(const Model& model, const std::vector<std
   const ShardSpec shard = shard_in.active() ? shard_in : ShardSpec{0, 1};
   const StudyKind& kind = study_kind("budget-eval");
   refuse_other_study_kinds(dir, kind);
-  const json settings = {{"series", series_json(series)}};
+  const json settings = {{"series", series_json(model, documents, base, series)}};
   for (const std::string& f : shard_manifest_files(dir, kind.manifest_prefix())) {
     const json m = read_json_file(f);
     if (m.value("settings", json()) != settings)
@@ -81,12 +89,15 @@ BudgetEvalResult merge_budget_eval(const std::string& dir, json* header) {
                             dir, kind.manifest_prefix()));
   const json first = read_json_file(files[0]);
   BudgetEvalResult out;
+  std::vector<std::string> studies;  // [series]: the compact-eval study each series folder must hold
   try {
     for (const std::string& f : files)
       if (read_json_file(f).at("settings") != first.at("settings"))
         throw Error(fmt::format("{}: its series differ from {}'s; refusing to mix studies", f, files[0]));
-    for (const json& s : first.at("settings").at("series"))
+    for (const json& s : first.at("settings").at("series")) {
       out.series.push_back({s.at("label").get<std::string>(), s.at("source").get<std::string>(), {}});
+      studies.push_back(s.at("study").get<std::string>());
+    }
     if (header != nullptr) *header = first.at("header");
   } catch (const json::exception& e) {
     throw Error(fmt::format("{}: malformed budget-eval manifest ({})", files[0], e.what()));
@@ -99,6 +110,10 @@ BudgetEvalResult merge_budget_eval(const std::string& dir, json* header) {
       continue;
     }
     const CompactEvalMerge m = merge_compact_eval(series_dir(dir, k), /*allow_none=*/true);
+    if (m.study.id != studies[k])
+      throw Error(fmt::format("{}: holds compact-eval study {}, but series {} ({}) of this budget-eval is study {} "
+                              "(a series folder from another study?); refusing to mix studies",
+                              series_dir(dir, k), m.study.id, k, out.series[k].label, studies[k]));
     if (!m.missing.empty()) {
       std::string docs;
       for (int d : m.missing) docs += fmt::format(" {}", d + 1);

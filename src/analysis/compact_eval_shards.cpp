@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -25,9 +26,15 @@ json unit_result(const CompactEvalUnit& u) {
           {"cells", cells}};
 }
 
-double number(const json& v, const std::string& path, const char* field) {
+/// A finite number >= 0 (NLLs, seconds); `whole` also asks for a whole number below 2^53 (bytes,
+/// entries, head counts). Throws Error naming the file and field.
+double number(const json& v, const std::string& path, const char* field, bool whole = false) {
   if (!v.is_number()) throw Error(fmt::format("{}: {}: expected a number", path, field));
-  return v.get<double>();
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < 0 || (whole && (x != std::floor(x) || x > 9007199254740992.0)))
+    throw Error(fmt::format("{}: {}: {} is not a {} (edited?); delete it to have it evaluated again", path, field,
+                            v.dump(), whole ? "whole number >= 0" : "finite number >= 0"));
+  return x;
 }
 
 /// A unit's result read back; throws Error naming the file when it is malformed.
@@ -43,8 +50,9 @@ CompactEvalUnit parse_unit(const json& j, int document, std::size_t n_cells, con
     throw Error(fmt::format("{}: cells: expected {} (methods x ratios) results", path, n_cells));
   for (const json& c : cells) {
     if (!c.is_array() || c.size() != 6) throw Error(fmt::format("{}: cells: expected rows of 6 numbers", path));
-    u.cells.push_back({number(c[0], path, "cells"), number(c[1], path, "cells"), number(c[2], path, "cells"),
-                       number(c[3], path, "cells"), number(c[4], path, "cells"), number(c[5], path, "cells")});
+    u.cells.push_back({number(c[0], path, "cells (nll)"), number(c[1], path, "cells (bytes)", true),
+                       number(c[2], path, "cells (full bytes)", true), number(c[3], path, "cells (heads)", true),
+                       number(c[4], path, "cells (seconds)"), number(c[5], path, "cells (entries)", true)});
   }
   if (u.doc.context_tokens < 2 || static_cast<int>(u.doc.tokens.size()) <= u.doc.context_tokens)
     throw Error(fmt::format("{}: context_tokens {} does not fit its {} tokens", path, u.doc.context_tokens,
@@ -74,7 +82,9 @@ UnitStudy make_compact_eval_study(const Model& model, const std::vector<std::str
                          {"continuation_tokens", options.continuation_tokens},
                          {"seed", options.seed},
                          {"budget_proportions", options.budget_proportions}};
-  return make_unit_study(study_kind("compact-eval"), settings, std::move(names), std::move(hashes));
+  UnitStudy study = make_unit_study(study_kind("compact-eval"), settings, std::move(names), std::move(hashes));
+  study.inputs = {{"model", model.path}};  // for the merged result's header (paths may differ between nodes)
+  return study;
 }
 
 UnitShardRun run_compact_eval_shard(const Model& model, const std::vector<std::string>& documents,

@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "io/json_number.h"
 #include "core/model_fingerprint.h"
+#include "ops/matmul.h"
 #include "model/transformer.h"
 
 namespace kvcompact {
@@ -364,6 +365,7 @@ InfluenceStudy study_of(std::size_t n_items, const std::function<std::string(std
                      {"heads", heads},
                      {"n_layers", c.n_layers},
                      {"n_kv_heads", c.n_kv_heads},
+                     {"fast_quant", matmul_mode() == MatmulMode::FastQuant},
                      {"documents", n_items},
                      {"input_hashes", hashes}});
 }

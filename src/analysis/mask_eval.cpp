@@ -121,9 +121,19 @@ ConditionAnswers parse_condition(const nlohmann::json& j, const Condition& cond,
     throw Error(fmt::format("{}: masks {} heads, condition {} masks {}", path, a.heads.size(), cond.label, cond.k));
   a.answers = j.at("answers").get<std::vector<std::string>>();
   if (want_nll)
-    for (const nlohmann::json& v : j.at("answer_nll")) a.nlls.push_back(v.is_null() ? std::nan("") : v.get<double>());
-  if (a.answers.size() != n_items || (want_nll && a.nlls.size() != n_items))
+    for (const nlohmann::json& v : j.at("answer_nll")) {
+      // null: the reference answer had no token to score (NaN in a one-process run).
+      const double x = v.is_null() ? std::nan("") : v.get<double>();
+      if (!v.is_null() && !(std::isfinite(x) && x >= 0))
+        throw Error(fmt::format("{}: answer_nll {} is not a finite number >= 0 (edited?); delete it to have it run "
+                                "again",
+                                path, v.dump()));
+      a.nlls.push_back(x);
+    }
+  if (a.answers.size() != n_items)
     throw Error(fmt::format("{}: holds {} answers, the tasks have {} items", path, a.answers.size(), n_items));
+  if (want_nll && a.nlls.size() != n_items)
+    throw Error(fmt::format("{}: holds {} answer NLLs, the tasks have {} items", path, a.nlls.size(), n_items));
   return a;
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -34,18 +35,31 @@ json unit_result(const QaArticleUnit& u) {
           {"scores", scores}};
 }
 
-double number(const json& v, const std::string& path, const char* field) {
+/// A finite number >= 0; `whole`: also a whole number below 2^53. Throws Error naming the file.
+double number(const json& v, const std::string& path, const char* field, bool whole = false) {
   if (!v.is_number()) throw Error(fmt::format("{}: {}: expected a number", path, field));
-  return v.get<double>();
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < 0 || (whole && (x != std::floor(x) || x > 9007199254740992.0)))
+    throw Error(fmt::format("{}: {}: {} is not a {} (edited?); delete it to have it evaluated again", path, field,
+                            v.dump(), whole ? "whole number >= 0" : "finite number >= 0"));
+  return x;
+}
+
+std::vector<double> whole_numbers(const json& v, const std::string& path, const char* field) {
+  if (!v.is_array()) throw Error(fmt::format("{}: {}: expected a list of numbers", path, field));
+  std::vector<double> out;
+  for (const json& x : v) out.push_back(number(x, path, field, true));
+  return out;
 }
 
 /// A unit's result read back; throws Error naming the file when it is malformed.
 QaArticleUnit parse_unit(const json& j, std::size_t n_rows, const std::string& path) {
   QaArticleUnit u;
   u.context_tokens = json_int(j.at("context_tokens"), path, "context_tokens");
+  if (u.context_tokens < 2) throw Error(fmt::format("{}: context_tokens {} is under 2", path, u.context_tokens));
   u.note = j.at("note").get<std::string>();
-  u.entries = j.at("entries").get<std::vector<double>>();
-  u.bytes = j.at("bytes").get<std::vector<double>>();
+  u.entries = whole_numbers(j.at("entries"), path, "entries");
+  u.bytes = whole_numbers(j.at("bytes"), path, "bytes");
   u.answers_generated = json_int(j.at("answers_generated"), path, "answers_generated");
   u.answers_reused = json_int(j.at("answers_reused"), path, "answers_reused");
   if (u.entries.size() != n_rows || u.bytes.size() != n_rows)
@@ -58,7 +72,9 @@ QaArticleUnit parse_unit(const json& j, std::size_t n_rows, const std::string& p
     for (const json& s : q) {
       if (!s.is_array() || s.size() != 3 || !s[2].is_boolean())
         throw Error(fmt::format("{}: scores: expected [answer_nll, mc_choice, mc_correct]", path));
-      rows.push_back({number(s[0], path, "scores"), json_int(s[1], path, "scores"), s[2].get<bool>()});
+      const int choice = json_int(s[1], path, "scores (mc_choice)");
+      if (choice < 1) throw Error(fmt::format("{}: scores: mc_choice {} is not an option (1-based)", path, choice));
+      rows.push_back({number(s[0], path, "scores (answer_nll)"), choice, s[2].get<bool>()});
     }
     u.scores.push_back(std::move(rows));
   }
@@ -84,7 +100,9 @@ UnitStudy make_qa_eval_study(const Model& model, const std::vector<QaArticle>& a
                          {"max_context_tokens", options.max_context_tokens},
                          {"seed", options.seed},
                          {"chat_template", options.chat ? hash_hex(options.chat->source) : std::string("none")}};
-  return make_unit_study(study_kind("qa-eval"), settings, std::move(names), std::move(hashes));
+  UnitStudy study = make_unit_study(study_kind("qa-eval"), settings, std::move(names), std::move(hashes));
+  study.inputs = {{"model", model.path}};  // for the merged result's header (paths may differ between nodes)
+  return study;
 }
 
 UnitShardRun run_qa_eval_shard(const Model& model, const std::vector<QaArticle>& articles,

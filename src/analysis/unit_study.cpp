@@ -15,6 +15,7 @@
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "io/json_number.h"
+#include "ops/matmul.h"
 
 namespace kvcompact {
 namespace {
@@ -109,7 +110,8 @@ json read_unit_file(const std::string& path, const UnitStudy& st, int unit, cons
       throw Error(fmt::format("{}: not a version-1 {} unit; {}", path, st.kind.name, again));
     const std::string study = j.at("study").get<std::string>();
     if (study != st.id)
-      throw Error(fmt::format("{}: belongs to study {}, not {} (different model or settings); use another folder",
+      throw Error(fmt::format("{}: belongs to study {}, not {} (different model or settings; copied from another "
+                              "study's folder?); delete it, or use another --out folder for this study",
                               path, study, st.id));
     const int u = json_int(j.at("unit"), path, "unit");
     if (u != unit) throw Error(fmt::format("{}: holds {} {}, expected {}; {}", path, st.kind.noun, u + 1, unit + 1, again));
@@ -117,6 +119,7 @@ json read_unit_file(const std::string& path, const UnitStudy& st, int unit, cons
       throw Error(fmt::format("{}: its input hash is not {} {}'s (copied from another {}?); {}", path, st.kind.noun,
                               unit + 1, st.kind.noun, again));
     result = j.at("result");
+    if (result.is_null()) throw Error(fmt::format("{}: holds no result; {}", path, again));
   } catch (const json::exception& e) {
     throw Error(fmt::format("{}: malformed {} unit ({}); {}", path, st.kind.name, e.what(), again));
   }
@@ -226,6 +229,8 @@ UnitStudy make_unit_study(const StudyKind& kind, json settings, std::vector<std:
     if (!seen.insert(n).second) throw Error(fmt::format("{}: unit name '{}' is repeated", kind.name, n));
   }
   settings["kind"] = kind.name;
+  // --fast-quant (int8 activations) changes every number: shards with and without it never mix.
+  settings["fast_quant"] = matmul_mode() == MatmulMode::FastQuant;
   settings["units"] = unit_names.size();
   settings["unit_names"] = unit_names;
   settings["unit_hashes"] = unit_hashes;
@@ -254,6 +259,15 @@ UnitShardRun run_unit_shard(const std::string& dir, const UnitStudy& study, cons
                               differing_settings(m.study.settings, study.settings)));
   UnitShardRun run;
   std::tie(run.begin, run.end) = shard_range(static_cast<std::size_t>(study.units()), shard);
+  // The shard's finished units are checked before its manifest is written: a refused run leaves
+  // the folder as it found it.
+  std::vector<bool> done(run.end - run.begin, false);
+  for (std::size_t u = run.begin; u < run.end; ++u) {
+    const std::string path = unit_study_path(dir, study, static_cast<int>(u));
+    if (!fs::exists(path)) continue;
+    (void)read_unit_file(path, study, static_cast<int>(u), check);  // refuses another study's or a broken unit
+    done[u - run.begin] = true;
+  }
   json manifest = {{"version", 1},
                          {"study", study.id},
                          {"shard", {{"index", shard.index}, {"count", shard.count}}},
@@ -267,8 +281,7 @@ UnitShardRun run_unit_shard(const std::string& dir, const UnitStudy& study, cons
   for (std::size_t u = run.begin; u < run.end; ++u) {
     const int unit = static_cast<int>(u);
     const std::string path = unit_study_path(dir, study, unit);
-    if (fs::exists(path)) {
-      (void)read_unit_file(path, study, unit, check);  // refuses another study's or a broken unit
+    if (done[u - run.begin]) {
       ++run.skipped;
       if (progress)
         log_line(fmt::format("{}: shard {}/{}: {} already done", study.kind.name, shard.index, shard.count,
