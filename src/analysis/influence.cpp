@@ -370,40 +370,27 @@ InfluenceStudy study_of(std::size_t n_items, const std::function<std::string(std
                      {"input_hashes", hashes}});
 }
 
-/// Shard o.shard of the units: per document, the shard's heads not yet in out_dir/units are swept
-/// together (one prefill and baseline per document), each head's unit written when it finishes.
+/// Shard o.shard of the units (run_unit_shard_groups): per document, the shard's heads not yet in
+/// out_dir/units are swept together (one prefill and baseline per document), each head's unit
+/// written when it finishes.
 void run_shard(std::size_t n_items, const std::function<ItemSweep(std::size_t)>& item,
                const std::function<std::string(std::size_t)>& item_text, const InfluenceOptions& o,
                const SweepKind& kind, const std::string& fingerprint, const ModelConfig& c,
                const std::string& out_dir) {
   const InfluenceStudy study = study_of(n_items, item_text, o, kind, fingerprint, c);
-  register_shard(out_dir, study, o.shard);
-  const std::size_t nh = o.heads.size();
-  const auto [begin, end] = shard_range(n_items * nh, o.shard);
-  std::size_t skipped = 0, swept = 0;
-  for (std::size_t d = begin / nh; d < n_items && d * nh < end; ++d) {
+  const int nh = static_cast<int>(o.heads.size());
+  auto check = [&](const nlohmann::json& r, int unit, const std::string& path) {
+    (void)parse_influence_unit(r, study, unit, path);
+  };
+  auto sweep = [&](const std::vector<int>& units, const UnitWriter& write) {
+    const int d = units[0] / nh;
     InfluenceOptions od = o;
     od.heads.clear();
-    for (std::size_t k = 0; k < nh; ++k) {
-      const std::size_t u = d * nh + k;
-      if (u < begin || u >= end) continue;
-      const std::string path = unit_path(out_dir, static_cast<int>(d), o.heads[k]);
-      if (std::filesystem::exists(path)) {
-        read_unit(path, study.id, c.n_layers, c.n_kv_heads);  // refuses another study's unit
-        ++skipped;
-        if (o.progress)
-          log_line(fmt::format("influence: shard {}/{}: unit {} (document {}, head {}) already done",
-                       o.shard.index, o.shard.count, u, d + 1, head_name(o.heads[k].layer, o.heads[k].kv_head)));
-        continue;
-      }
-      od.heads.push_back(o.heads[k]);
-    }
-    if (od.heads.empty()) continue;
+    for (int u : units) od.heads.push_back(o.heads[static_cast<std::size_t>(u % nh)]);
     double last_seconds = 0;
     auto save = [&](const DocumentInfluence& partial) {
       InfluenceUnit unit;
-      unit.study = study.id;
-      unit.document = static_cast<int>(d);
+      unit.document = d;
       unit.head = partial.heads.back();
       unit.context_tokens = partial.context_tokens;
       unit.eval_tokens = partial.eval_tokens;
@@ -412,14 +399,15 @@ void run_shard(std::size_t n_items, const std::function<ItemSweep(std::size_t)>&
       unit.delta = partial.delta.back();
       unit.seconds = partial.seconds - last_seconds;
       last_seconds = partial.seconds;
-      write_unit(unit_path(out_dir, unit.document, unit.head), unit);
-      ++swept;
+      write(units[partial.heads.size() - 1], influence_unit_json(unit));
     };
-    item(d)(od, nullptr, save);
-  }
+    item(static_cast<std::size_t>(d))(od, nullptr, save);
+  };
+  const UnitShardRun run = run_unit_shard_groups(out_dir, study.unit, o.shard, [nh](int u) { return u / nh; }, sweep,
+                                                 check, o.progress);
   if (o.progress)
     log_line(fmt::format("influence: shard {}/{}: units {}..{}: {} swept, {} already done", o.shard.index,
-                 o.shard.count, begin, end, swept, skipped));
+                         o.shard.count, run.begin, run.end, run.evaluated, run.skipped));
 }
 
 InfluenceCurves run_items(const Model& model, std::size_t n_items, const std::function<ItemSweep(std::size_t)>& item,

@@ -244,11 +244,14 @@ UnitStudy make_unit_study(const StudyKind& kind, json settings, std::vector<std:
 }
 
 std::string unit_study_path(const std::string& dir, const UnitStudy& study, int unit) {
-  return (fs::path(dir) / "units" / fmt::format("{}_{}.json", study.kind.stem, study.unit_names.at(unit))).string();
+  const std::string& name = study.unit_names.at(static_cast<std::size_t>(unit));
+  return (fs::path(dir) / "units" / (study.kind.stem.empty() ? name + ".json" : study.kind.stem + "_" + name + ".json"))
+      .string();
 }
 
-UnitShardRun run_unit_shard(const std::string& dir, const UnitStudy& study, const ShardSpec& shard_in,
-                            const std::function<json(int)>& evaluate, const UnitResultCheck& check, bool progress) {
+UnitShardRun run_unit_shard_groups(const std::string& dir, const UnitStudy& study, const ShardSpec& shard_in,
+                                   const std::function<int(int unit)>& group_of, const UnitGroupEvaluate& evaluate,
+                                   const UnitResultCheck& check, bool progress) {
   const ShardSpec shard = shard_in.active() ? shard_in : ShardSpec{0, 1};
   refuse_other_study_kinds(dir, study.kind);
   for (const Manifest& m : read_manifests(dir, study.kind))
@@ -269,18 +272,19 @@ UnitShardRun run_unit_shard(const std::string& dir, const UnitStudy& study, cons
     done[u - run.begin] = true;
   }
   json manifest = {{"version", 1},
-                         {"study", study.id},
-                         {"shard", {{"index", shard.index}, {"count", shard.count}}},
-                         {"units", {{"begin", run.begin}, {"end", run.end}}},
-                         {"settings", study.settings}};
+                   {"study", study.id},
+                   {"shard", {{"index", shard.index}, {"count", shard.count}}},
+                   {"units", {{"begin", run.begin}, {"end", run.end}}},
+                   {"settings", study.settings}};
   if (!study.inputs.is_null()) manifest["inputs"] = study.inputs;
   write_file_atomic((fs::path(dir) / "shards" /
                      fmt::format("{}{}_of_{}.json", study.kind.manifest_prefix(), shard.index, shard.count))
                         .string(),
                     manifest.dump(1, ' ', false, json::error_handler_t::replace) + "\n");
+  // The units still to do, in order, cut into runs of one group.
+  std::vector<std::vector<int>> groups;
   for (std::size_t u = run.begin; u < run.end; ++u) {
     const int unit = static_cast<int>(u);
-    const std::string path = unit_study_path(dir, study, unit);
     if (done[u - run.begin]) {
       ++run.skipped;
       if (progress)
@@ -288,28 +292,61 @@ UnitShardRun run_unit_shard(const std::string& dir, const UnitStudy& study, cons
                              unit_label(study, unit)));
       continue;
     }
-    const json result = evaluate(unit);
-    const json j = {{"version", 1},
-                    {"study", study.id},
-                    {"unit", unit},
-                    {"name", study.unit_names[u]},
-                    {"input_hash", study.unit_hashes[u]},
-                    {"result", result}};
-    write_file_atomic(path, j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
-    ++run.evaluated;
+    if (groups.empty() || group_of(groups.back().back()) != group_of(unit)) groups.emplace_back();
+    groups.back().push_back(unit);
+  }
+  for (const std::vector<int>& g : groups) {
+    std::vector<bool> written(g.size(), false);
+    auto write = [&](int unit, const json& result) {
+      const auto it = std::find(g.begin(), g.end(), unit);
+      if (it == g.end() || written[static_cast<std::size_t>(it - g.begin())])
+        throw Error(fmt::format("{}: unit {} written twice or outside its group (a bug)", study.kind.name, unit));
+      written[static_cast<std::size_t>(it - g.begin())] = true;
+      const json j = {{"version", 1},
+                      {"study", study.id},
+                      {"unit", unit},
+                      {"name", study.unit_names[static_cast<std::size_t>(unit)]},
+                      {"input_hash", study.unit_hashes[static_cast<std::size_t>(unit)]},
+                      {"result", result}};
+      write_file_atomic(unit_study_path(dir, study, unit), j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
+      ++run.evaluated;
+    };
+    evaluate(g, write);
+    for (std::size_t i = 0; i < g.size(); ++i)
+      if (!written[i]) throw Error(fmt::format("{}: unit {} was not written (a bug)", study.kind.name, g[i]));
   }
   return run;
 }
 
-UnitStudyState read_unit_study(const std::string& dir, const StudyKind& kind, const UnitResultCheck& check) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw Error(fmt::format("{}: no such folder", dir));
-  refuse_other_study_kinds(dir, kind);
-  std::vector<Manifest> manifests = read_manifests(dir, kind);
+UnitShardRun run_unit_shard(const std::string& dir, const UnitStudy& study, const ShardSpec& shard,
+                            const std::function<json(int)>& evaluate, const UnitResultCheck& check, bool progress) {
+  return run_unit_shard_groups(
+      dir, study, shard, [](int unit) { return unit; },
+      [&](const std::vector<int>& units, const UnitWriter& write) { write(units[0], evaluate(units[0])); }, check,
+      progress);
+}
+
+UnitStudyState read_unit_study(const std::vector<std::string>& dirs, const StudyKind& kind,
+                               const UnitResultCheck& check) {
+  if (dirs.empty()) throw Error("merge: no folder given");
+  std::vector<Manifest> manifests;
+  for (const std::string& dir : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) throw Error(fmt::format("{}: no such folder", dir));
+    refuse_other_study_kinds(dir, kind);
+    std::vector<Manifest> here = read_manifests(dir, kind);
+    if (here.empty() && dirs.size() > 1)
+      throw Error(fmt::format("{}: no {} shard manifests (shards/{}*.json); every folder given to merge must be a "
+                              "shard folder of the study",
+                              dir, kind.name, kind.manifest_prefix()));
+    for (Manifest& m : here) manifests.push_back(std::move(m));
+  }
   if (manifests.empty())
-    throw Error(fmt::format("{}: no {} shard manifests (shards/{}*.json); was it run with {} --out?", dir, kind.name,
-                            kind.manifest_prefix(), kind.name));
+    throw Error(fmt::format("{}: no {} shard manifests (shards/{}*.json); was it run with {} --out DIR [--shard "
+                            "I/N]?",
+                            dirs[0], kind.name, kind.manifest_prefix(), kind.name));
   UnitStudyState st;
+  st.dirs = dirs;
   st.study = manifests[0].study;
   for (const Manifest& m : manifests)
     if (m.study.id != st.study.id)
@@ -319,18 +356,24 @@ UnitStudyState read_unit_study(const std::string& dir, const StudyKind& kind, co
                               differing_settings(m.study.settings, st.study.settings)));
   const int n = st.study.units();
   st.results.assign(static_cast<std::size_t>(n), json());
+  st.files.assign(static_cast<std::size_t>(n), "");
   for (int u = 0; u < n; ++u) {
-    const std::string path = unit_study_path(dir, st.study, u);
-    if (!fs::exists(path)) {
-      st.missing.push_back(u);
-      continue;
+    for (const std::string& dir : dirs) {  // the first folder holding the unit wins
+      const std::string path = unit_study_path(dir, st.study, u);
+      if (!fs::exists(path)) continue;
+      st.results[static_cast<std::size_t>(u)] = read_unit_file(path, st.study, u, check);
+      st.files[static_cast<std::size_t>(u)] = path;
+      break;
     }
-    st.results[static_cast<std::size_t>(u)] = read_unit_file(path, st.study, u, check);
+    if (st.files[static_cast<std::size_t>(u)].empty()) st.missing.push_back(u);
   }
   std::sort(manifests.begin(), manifests.end(), [](const Manifest& a, const Manifest& b) {
     return std::make_pair(a.shard.count, a.shard.index) < std::make_pair(b.shard.count, b.shard.index);
   });
   for (const Manifest& m : manifests) {
+    if (!st.shards.empty() && st.shards.back().shard.count == m.shard.count &&
+        st.shards.back().shard.index == m.shard.index)
+      continue;  // the same shard in two folders
     UnitStudyState::Shard s;
     s.shard = m.shard;
     std::tie(s.begin, s.end) = shard_range(static_cast<std::size_t>(n), m.shard);
@@ -338,6 +381,10 @@ UnitStudyState read_unit_study(const std::string& dir, const StudyKind& kind, co
     st.shards.push_back(s);
   }
   return st;
+}
+
+UnitStudyState read_unit_study(const std::string& dir, const StudyKind& kind, const UnitResultCheck& check) {
+  return read_unit_study(std::vector<std::string>{dir}, kind, check);
 }
 
 std::string unit_study_status_line(const UnitStudyState& st) {

@@ -86,7 +86,7 @@ struct UnitStudy {
 UnitStudy make_unit_study(const StudyKind& kind, nlohmann::json settings, std::vector<std::string> unit_names,
                           std::vector<std::string> unit_hashes);
 
-/// DIR/units/<stem>_<unit name>.json.
+/// DIR/units/<stem>_<unit name>.json (DIR/units/<unit name>.json for the influence sweep).
 std::string unit_study_path(const std::string& dir, const UnitStudy& study, int unit);
 
 /// What one shard did.
@@ -107,6 +107,19 @@ UnitShardRun run_unit_shard(const std::string& dir, const UnitStudy& study, cons
                             const std::function<nlohmann::json(int unit)>& evaluate, const UnitResultCheck& check,
                             bool progress);
 
+/// Writes one finished unit's result (atomically, at once).
+using UnitWriter = std::function<void(int unit, const nlohmann::json& result)>;
+/// Evaluates `units` (consecutive units of one group, none finished yet), calling `write` for each
+/// as soon as it is done.
+using UnitGroupEvaluate = std::function<void(const std::vector<int>& units, const UnitWriter& write)>;
+
+/// run_unit_shard for units that are cheaper together: the shard's unfinished units are cut into
+/// runs of equal group_of(unit) (the influence sweep: the heads of one document share its
+/// prefill), each run evaluated by one call. Throws Error when a unit is not written.
+UnitShardRun run_unit_shard_groups(const std::string& dir, const UnitStudy& study, const ShardSpec& shard,
+                                   const std::function<int(int unit)>& group_of, const UnitGroupEvaluate& evaluate,
+                                   const UnitResultCheck& check, bool progress);
+
 /// A study folder read back.
 struct UnitStudyState {
   UnitStudy study;
@@ -114,8 +127,10 @@ struct UnitStudyState {
     ShardSpec shard;
     std::size_t begin = 0, end = 0, done = 0;
   };
-  std::vector<Shard> shards;                ///< from the manifests found (sorted by N, then I)
+  std::vector<Shard> shards;                ///< from the manifests found (sorted by N, then I; once each)
+  std::vector<std::string> dirs;            ///< the folders read, in order
   std::vector<nlohmann::json> results;      ///< [units]; null where the unit is missing
+  std::vector<std::string> files;           ///< [units]: the unit file read ("" = missing)
   std::vector<int> missing;                 ///< 0-based units without a unit file
   int done() const { return study.units() - static_cast<int>(missing.size()); }
   bool complete() const { return missing.empty(); }
@@ -126,6 +141,10 @@ struct UnitStudyState {
 /// unit file that is malformed, of another study, of another unit or input (naming the file and
 /// saying to delete it), or that `check` refuses.
 UnitStudyState read_unit_study(const std::string& dir, const StudyKind& kind, const UnitResultCheck& check = {});
+/// The same over the shard folders of one study (e.g. node-local --out folders): every folder
+/// must hold manifests of that study; a unit is read from the first folder holding it.
+UnitStudyState read_unit_study(const std::vector<std::string>& dirs, const StudyKind& kind,
+                               const UnitResultCheck& check = {});
 
 /// One line of status: "<kind> study <id>: D/U <noun>s done; missing: a b c ..." (1-based numbers
 /// and names of the first 20 missing units).
