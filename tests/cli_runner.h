@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace kvcompact::testing {
 
 /// Exit status and captured output of one CLI run.
@@ -49,6 +51,34 @@ inline std::string write_tmp(const std::string& name, const std::string& bytes) 
   std::filesystem::create_directories(KVC_TEST_TMP);
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
+}
+
+/// An empty per-process folder KVC_TEST_TMP/<prefix>_<pid> (removed first when it exists).
+inline std::string fresh_dir(const std::string& prefix) {
+  const std::string d = std::string(KVC_TEST_TMP) + "/" + prefix + "_" + std::to_string(static_cast<long>(getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+/// A file's JSON (the test fails with an exception when it is not JSON).
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
+/// Three hand-written task items for mask-eval on stories260K: two copy items (the answer occurs
+/// in the prompt) and one knowledge item; written to KVC_TEST_TMP/<pid>_<name>.
+inline std::string hand_made_task_file(const std::string& name) {
+  const std::string a =
+      R"({"id":"c1","family":"copy","prompt":"Tom had a red ball and a blue hat. Lily saw a big dog.\nTom had a red","reference":"ball and a blue hat.","answer_type":"text","max_new_tokens":8})";
+  const std::string b =
+      R"({"id":"c2","family":"copy","prompt":"Once upon a time there was a little cat named Kitty. The sun was hot.\nOnce upon a time there was","reference":"a little cat named Kitty.","answer_type":"text","max_new_tokens":8})";
+  const std::string c =
+      R"({"id":"k1","family":"knowledge","prompt":"The capital of France is Paris.\nThe capital of Italy is","reference":"Rome","answer_type":"word","max_new_tokens":4})";
+  return write_tmp(name, a + "\n" + b + "\n" + c + "\n");
 }
 
 /// The first n bytes of a file (fewer when it is shorter).

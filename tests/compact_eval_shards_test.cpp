@@ -26,19 +26,8 @@ using testing::CliRun;
 using testing::expect_one_line_error;
 using testing::run_cli;
 
-std::string tmp_dir(const std::string& name) {
-  const std::string d = std::string(KVC_TEST_TMP) + "/ce_shards_" + name + "_" + std::to_string(static_cast<long>(getpid()));
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return nlohmann::json::parse(ss.str());
-}
+std::string tmp_dir(const std::string& name) { return testing::fresh_dir("ce_shards_" + name); }
+using testing::read_json;
 
 TEST(CompactEvalShards, MergedShardsEqualOneProcess) {
   const std::string dir = tmp_dir("merge");

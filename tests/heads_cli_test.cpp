@@ -21,16 +21,7 @@ const std::string kShared = KVC_SHARED_DIR;
 const std::string kBin = kShared + "/models/stories260K/stories260K.bin";
 const std::string kData = kShared + "/data/tinystories/tinystories_val_head.txt";
 
-// Two copy-style items written by hand (the answer occurs in the prompt) and one knowledge item.
-std::string task_file() {
-  const std::string a =
-      R"({"id":"c1","family":"copy","prompt":"Tom had a red ball and a blue hat. Lily saw a big dog.\nTom had a red","reference":"ball and a blue hat.","answer_type":"text","max_new_tokens":8})";
-  const std::string b =
-      R"({"id":"c2","family":"copy","prompt":"Once upon a time there was a little cat named Kitty. The sun was hot.\nOnce upon a time there was","reference":"a little cat named Kitty.","answer_type":"text","max_new_tokens":8})";
-  const std::string c =
-      R"({"id":"k1","family":"knowledge","prompt":"The capital of France is Paris.\nThe capital of Italy is","reference":"Rome","answer_type":"word","max_new_tokens":4})";
-  return write_tmp("heads_tasks.jsonl", a + "\n" + b + "\n" + c + "\n");
-}
+std::string task_file() { return testing::hand_made_task_file("heads_tasks.jsonl"); }
 
 TEST(HeadsCli, ScoresThenMaskEvalEndToEnd) {
   const std::string tasks = task_file();

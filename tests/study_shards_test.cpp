@@ -27,20 +27,8 @@ using testing::expect_one_line_error;
 using testing::run_cli;
 using testing::write_tmp;
 
-std::string tmp_dir(const std::string& name) {
-  const std::string d =
-      std::string(KVC_TEST_TMP) + "/study_shards_" + name + "_" + std::to_string(static_cast<long>(getpid()));
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return nlohmann::json::parse(ss.str());
-}
+std::string tmp_dir(const std::string& name) { return testing::fresh_dir("study_shards_" + name); }
+using testing::read_json;
 
 TEST(QaEvalShards, MergedShardsEqualOneProcess) {
   const std::string dir = tmp_dir("qa");
@@ -92,15 +80,7 @@ TEST(QaEvalShards, MergedShardsEqualOneProcess) {
   expect_one_line_error(run_cli("merge " + study), "delete it to have article 5 (article_4) evaluated again");
 }
 
-std::string task_file() {
-  const std::string a =
-      R"({"id":"c1","family":"copy","prompt":"Tom had a red ball and a blue hat. Lily saw a big dog.\nTom had a red","reference":"ball and a blue hat.","answer_type":"text","max_new_tokens":8})";
-  const std::string b =
-      R"({"id":"c2","family":"copy","prompt":"Once upon a time there was a little cat named Kitty. The sun was hot.\nOnce upon a time there was","reference":"a little cat named Kitty.","answer_type":"text","max_new_tokens":8})";
-  const std::string c =
-      R"({"id":"k1","family":"knowledge","prompt":"The capital of France is Paris.\nThe capital of Italy is","reference":"Rome","answer_type":"word","max_new_tokens":4})";
-  return write_tmp("shard_tasks.jsonl", a + "\n" + b + "\n" + c + "\n");
-}
+std::string task_file() { return testing::hand_made_task_file("shard_tasks.jsonl"); }
 
 TEST(MaskEvalShards, MergedShardsEqualOneProcess) {
   const std::string dir = tmp_dir("mask");

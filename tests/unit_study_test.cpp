@@ -11,6 +11,7 @@
 #include <string>
 
 #include "analysis/unit_study.h"
+#include "cli_runner.h"
 #include "core/error.h"
 
 namespace kvcompact {
@@ -18,13 +19,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string tmp_dir(const std::string& name) {
-  const std::string d =
-      std::string(KVC_TEST_TMP) + "/unit_study_" + name + "_" + std::to_string(static_cast<long>(getpid()));
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
+std::string tmp_dir(const std::string& name) { return testing::fresh_dir("unit_study_" + name); }
 
 UnitStudy seven_units(const json& settings = {{"x", 1}}) {
   std::vector<std::string> names, hashes;
@@ -44,12 +39,7 @@ std::string error_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return json::parse(ss.str());
-}
+using testing::read_json;
 
 using Range = std::pair<std::size_t, std::size_t>;
 

@@ -26,16 +26,6 @@ json unit_result(const CompactEvalUnit& u) {
           {"cells", cells}};
 }
 
-/// A finite number >= 0 (NLLs, seconds); `whole` also asks for a whole number below 2^53 (bytes,
-/// entries, head counts). Throws Error naming the file and field.
-double number(const json& v, const std::string& path, const char* field, bool whole = false) {
-  if (!v.is_number()) throw Error(fmt::format("{}: {}: expected a number", path, field));
-  const double x = v.get<double>();
-  if (!std::isfinite(x) || x < 0 || (whole && (x != std::floor(x) || x > 9007199254740992.0)))
-    throw Error(fmt::format("{}: {}: {} is not a {} (edited?); delete it to have it evaluated again", path, field,
-                            v.dump(), whole ? "whole number >= 0" : "finite number >= 0"));
-  return x;
-}
 
 /// A unit's result read back; throws Error naming the file when it is malformed.
 CompactEvalUnit parse_unit(const json& j, int document, std::size_t n_cells, const std::string& path) {
@@ -43,16 +33,16 @@ CompactEvalUnit parse_unit(const json& j, int document, std::size_t n_cells, con
   u.document = document;
   u.doc.tokens = json_int_list(j.at("tokens"), path, "tokens");
   u.doc.context_tokens = json_int(j.at("context_tokens"), path, "context_tokens");
-  u.doc.full_nll = number(j.at("full_nll"), path, "full_nll");
-  u.doc.reference_seconds = number(j.at("reference_seconds"), path, "reference_seconds");
+  u.doc.full_nll = json_unit_number(j.at("full_nll"), path, "full_nll");
+  u.doc.reference_seconds = json_unit_number(j.at("reference_seconds"), path, "reference_seconds");
   const json& cells = j.at("cells");
   if (!cells.is_array() || cells.size() != n_cells)
     throw Error(fmt::format("{}: cells: expected {} (methods x ratios) results", path, n_cells));
   for (const json& c : cells) {
     if (!c.is_array() || c.size() != 6) throw Error(fmt::format("{}: cells: expected rows of 6 numbers", path));
-    u.cells.push_back({number(c[0], path, "cells (nll)"), number(c[1], path, "cells (bytes)", true),
-                       number(c[2], path, "cells (full bytes)", true), number(c[3], path, "cells (heads)", true),
-                       number(c[4], path, "cells (seconds)"), number(c[5], path, "cells (entries)", true)});
+    u.cells.push_back({json_unit_number(c[0], path, "cells (nll)"), json_unit_number(c[1], path, "cells (bytes)", true),
+                       json_unit_number(c[2], path, "cells (full bytes)", true), json_unit_number(c[3], path, "cells (heads)", true),
+                       json_unit_number(c[4], path, "cells (seconds)"), json_unit_number(c[5], path, "cells (entries)", true)});
   }
   if (u.doc.context_tokens < 2 || static_cast<int>(u.doc.tokens.size()) <= u.doc.context_tokens)
     throw Error(fmt::format("{}: context_tokens {} does not fit its {} tokens", path, u.doc.context_tokens,

@@ -35,20 +35,11 @@ json unit_result(const QaArticleUnit& u) {
           {"scores", scores}};
 }
 
-/// A finite number >= 0; `whole`: also a whole number below 2^53. Throws Error naming the file.
-double number(const json& v, const std::string& path, const char* field, bool whole = false) {
-  if (!v.is_number()) throw Error(fmt::format("{}: {}: expected a number", path, field));
-  const double x = v.get<double>();
-  if (!std::isfinite(x) || x < 0 || (whole && (x != std::floor(x) || x > 9007199254740992.0)))
-    throw Error(fmt::format("{}: {}: {} is not a {} (edited?); delete it to have it evaluated again", path, field,
-                            v.dump(), whole ? "whole number >= 0" : "finite number >= 0"));
-  return x;
-}
 
 std::vector<double> whole_numbers(const json& v, const std::string& path, const char* field) {
   if (!v.is_array()) throw Error(fmt::format("{}: {}: expected a list of numbers", path, field));
   std::vector<double> out;
-  for (const json& x : v) out.push_back(number(x, path, field, true));
+  for (const json& x : v) out.push_back(json_unit_number(x, path, field, true));
   return out;
 }
 
@@ -74,7 +65,7 @@ QaArticleUnit parse_unit(const json& j, std::size_t n_rows, const std::string& p
         throw Error(fmt::format("{}: scores: expected [answer_nll, mc_choice, mc_correct]", path));
       const int choice = json_int(s[1], path, "scores (mc_choice)");
       if (choice < 1) throw Error(fmt::format("{}: scores: mc_choice {} is not an option (1-based)", path, choice));
-      rows.push_back({number(s[0], path, "scores (answer_nll)"), choice, s[2].get<bool>()});
+      rows.push_back({json_unit_number(s[0], path, "scores (answer_nll)"), choice, s[2].get<bool>()});
     }
     u.scores.push_back(std::move(rows));
   }

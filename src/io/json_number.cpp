@@ -1,5 +1,6 @@
 #include "io/json_number.h"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -64,6 +65,15 @@ std::uint64_t json_uint64(const nlohmann::json& v, std::string_view where, std::
   if (v.is_number_unsigned()) return v.get<std::uint64_t>();
   if (!v.is_number_integer() || v.get<std::int64_t>() < 0) not_integer(v, where, field, "a non-negative integer");
   return static_cast<std::uint64_t>(v.get<std::int64_t>());
+}
+
+double json_unit_number(const nlohmann::json& v, std::string_view where, std::string_view field, bool whole) {
+  if (!v.is_number()) throw Error(fmt::format("{}: {}: expected a number, got {}", where, field, v.dump()));
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < 0 || (whole && (x != std::floor(x) || x > 9007199254740992.0)))
+    throw Error(fmt::format("{}: {}: {} is not a {} (edited?); delete it to have it evaluated again", where, field,
+                            v.dump(), whole ? "whole number >= 0" : "finite number >= 0"));
+  return x;
 }
 
 }  // namespace kvcompact

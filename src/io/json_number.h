@@ -32,4 +32,9 @@ std::int64_t json_int64(const nlohmann::json& v, std::string_view where, std::st
 /// `v` as an unsigned 64-bit integer (a non-negative JSON integer); throws Error otherwise.
 std::uint64_t json_uint64(const nlohmann::json& v, std::string_view where, std::string_view field);
 
+/// `v` as a finite number >= 0 (NLLs, seconds); with `whole` also a whole number up to 2^53
+/// (bytes, entry counts). Throws Error("<where>: <field>: <v> is not a ...; delete it to have it
+/// evaluated again"): what a study's unit file holds, checked when read back.
+double json_unit_number(const nlohmann::json& v, std::string_view where, std::string_view field, bool whole = false);
+
 }  // namespace kvcompact
