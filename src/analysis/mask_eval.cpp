@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <random>
 
@@ -14,11 +13,9 @@
 #include "analysis/answer_scoring.h"
 #include "analysis/chrf.h"
 #include "analysis/mean_sem.h"
-#include "io/atomic_file.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "io/json_number.h"
-#include "io/json_file.h"
 #include "core/model_fingerprint.h"
 
 namespace kvcompact {

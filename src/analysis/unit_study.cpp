@@ -87,13 +87,15 @@ std::vector<Manifest> read_manifests(const std::string& dir, const StudyKind& ki
   return out;
 }
 
-/// "document 3" (1-based), with the unit's name when it says more than its number: "condition 2
-/// (topk_k4)".
-std::string unit_label(const UnitStudy& st, int unit) {
+/// "3" (1-based), with the unit's name when it says more than its number: "2 (topk_k4)".
+std::string unit_number(const UnitStudy& st, int unit) {
   const std::string& name = st.unit_names[static_cast<std::size_t>(unit)];
-  if (name == fmt::format("doc_{}", unit)) return fmt::format("{} {}", st.kind.noun, unit + 1);
-  return fmt::format("{} {} ({})", st.kind.noun, unit + 1, name);
+  if (name == fmt::format("doc_{}", unit)) return fmt::format("{}", unit + 1);
+  return fmt::format("{} ({})", unit + 1, name);
 }
+
+/// "document 3", "condition 2 (topk_k4)".
+std::string unit_label(const UnitStudy& st, int unit) { return st.kind.noun + " " + unit_number(st, unit); }
 
 /// Reads and checks one unit file; returns its result.
 json read_unit_file(const std::string& path, const UnitStudy& st, int unit, const UnitResultCheck& check) {
@@ -392,9 +394,7 @@ std::string unit_study_status_line(const UnitStudyState& st) {
                                  st.study.units(), st.study.kind.noun);
   for (std::size_t i = 0; i < st.missing.size() && i < 20; ++i) {
     const int u = st.missing[i];
-    line += fmt::format("{}{}", i == 0 ? fmt::format("; missing {}s: ", st.study.kind.noun) : std::string(" "), u + 1);
-    if (st.study.unit_names[static_cast<std::size_t>(u)] != fmt::format("doc_{}", u))
-      line += fmt::format(" ({})", st.study.unit_names[static_cast<std::size_t>(u)]);
+    line += (i == 0 ? fmt::format("; missing {}s: ", st.study.kind.noun) : std::string(" ")) + unit_number(st.study, u);
   }
   if (st.missing.size() > 20) line += " ...";
   return line;
