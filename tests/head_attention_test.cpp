@@ -55,6 +55,37 @@ TEST(HeadAttention, StatsMatchLoopReferenceAcrossQueryBlocks) {
   EXPECT_LT(sum_err, 1e-10);
 }
 
+TEST(HeadAttention, Float32StatsAgreeWithDoubleStats) {
+  // n = 600 queries span three 256-query blocks of the float32 path; peaked logits (Q ~ N(0, 4)).
+  const int n = 600, T = 700, d = 64;
+  const std::vector<float> Q = random_matrix(n, d, 21, 2.0f), K = random_matrix(T, d, 22, 1.0f),
+                           V = random_matrix(T, d, 23, 1.0f);
+  const HeadCompactionInput in{K.data(), V.data(), Q.data(), T, n, d};
+  const HeadAttentionStats ref = compute_head_attention(in), f32 = compute_head_attention_f32(in);
+  auto rel = [](const std::vector<double>& a, const std::vector<double>& b) {
+    double num = 0.0, den = 0.0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      num = std::max(num, std::fabs(a[i] - b[i]));
+      den = std::max(den, std::fabs(b[i]));
+    }
+    return num / den;
+  };
+  ASSERT_EQ(f32.output.size(), ref.output.size());
+  ASSERT_EQ(f32.attn_sum.size(), ref.attn_sum.size());
+  EXPECT_LT(rel(f32.row_max, ref.row_max), 1e-6);
+  EXPECT_LT(rel(f32.mass, ref.mass), 1e-5);
+  EXPECT_LT(rel(f32.output, ref.output), 1e-5);
+  EXPECT_LT(rel(f32.attn_sum, ref.attn_sum), 1e-5);
+  EXPECT_LT(rel(f32.attn_sumsq, ref.attn_sumsq), 1e-5);
+  EXPECT_LT(rel(f32.attn_max, ref.attn_max), 1e-5);
+  // The same input errors as the double path.
+  const float qnan[2] = {0, std::numeric_limits<float>::quiet_NaN()}, q[2] = {0, 0};
+  const std::vector<float> K1 = {1, 2}, V1 = {3, 4};
+  EXPECT_THROW(compute_head_attention_f32({K1.data(), V1.data(), qnan, 1, 1, 2}), Error);
+  EXPECT_THROW(compute_head_attention_f32({K1.data(), V1.data(), q, 0, 1, 2}), Error);  // T = 0
+  EXPECT_EQ(compute_head_attention_f32({K1.data(), V1.data(), q, 1, 0, 2}).mass.size(), 0u);
+}
+
 TEST(HeadAttention, CompactedOutputByHand) {
   // One query q = 0 (all logits 0); beta = (0, log 3) -> weights (1/4, 3/4);
   // C2 = [[4, 0], [0, 8]] -> output (1, 6).

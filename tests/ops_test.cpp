@@ -2,7 +2,9 @@
 // hand-worked values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "ops/rope.h"
 #include "ops/softmax.h"
 #include "ops/swiglu.h"
+#include "ops/vexp.h"
 
 namespace kvcompact {
 namespace {
@@ -252,6 +255,49 @@ TEST(Ops, CausalAttentionManyBlocksAndSingleRow) {
   // A long cache shrinks the blocked kernel's row block (here to 13 rows: 3 blocks for 30 rows).
   const AttentionProblem longc(30, 2, 1, 4, {300000}, 4);
   expect_close(longc.run(causal_attention_blocked), longc.run(causal_attention_ref), 1e-4f, 1e-5f);
+}
+
+TEST(Ops, VectorisedExpWithinTwoUlpOfDoubleExp) {
+  // Every float on a 1e-4 grid of [-87.3, 88.3] (1.76M values, spanning whole SIMD blocks and a
+  // tail), against std::exp in double.
+  std::vector<float> x;
+  for (double v = -87.3; v <= 88.3; v += 1e-4) x.push_back(static_cast<float>(v));
+  std::vector<float> y = x;
+  exp_inplace(y.data(), y.size());
+  double worst = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double ref = std::exp(static_cast<double>(x[i]));
+    worst = std::max(worst, std::fabs(static_cast<double>(y[i]) - ref) / ref);
+  }
+  EXPECT_LT(worst, 2.0 * 5.96e-8) << "max relative error " << worst;
+  // Hand values and the edges: exp(0) = 1, exp(1) = e, tiny -> 0, huge -> inf, NaN stays NaN.
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> e = {0.0f, 1.0f, -1.0f, -88.0f, -1000.0f, -inf, 89.0f, inf,
+                          std::numeric_limits<float>::quiet_NaN()};
+  exp_inplace(e.data(), e.size());
+  EXPECT_EQ(e[0], 1.0f);
+  EXPECT_NEAR(e[1], 2.718281828f, 3e-7f);
+  EXPECT_NEAR(e[2], 0.367879441f, 5e-8f);
+  EXPECT_EQ(e[3], 0.0f);
+  EXPECT_EQ(e[4], 0.0f);
+  EXPECT_EQ(e[5], 0.0f);
+  EXPECT_EQ(e[6], inf);
+  EXPECT_EQ(e[7], inf);
+  EXPECT_TRUE(std::isnan(e[8]));
+}
+
+TEST(Ops, ExpShiftedSumIsOneSoftmaxRow) {
+  const std::vector<float> x0 = random_vec(1001, 17, 6.0f);
+  std::vector<float> x = x0;
+  const float m = *std::max_element(x0.begin(), x0.end());
+  const float z = exp_shifted_sum(x.data(), x.size(), m);
+  double zref = 0.0;
+  for (std::size_t i = 0; i < x0.size(); ++i) {
+    const double e = std::exp(static_cast<double>(x0[i] - m));  // the float shift, then exp
+    zref += e;
+    EXPECT_NEAR(x[i], e, 2e-7 * e);
+  }
+  EXPECT_NEAR(z, zref, 1e-5 * zref);
 }
 
 }  // namespace

@@ -75,6 +75,28 @@ TEST(ValueFit, RidgeMatchesAugmentedLeastSquares) {
   for (int i = 0; i < t * d; ++i) EXPECT_NEAR(C0[i], ls[i], 1e-10);
 }
 
+TEST(ValueFit, LsqTakesNormalEquationsOnlyWhenSafe) {
+  // Random positive P [400, 30] (softmax-like rows): the Cholesky path must give the QR / SVD
+  // minimiser within 1e-9. Then column 1 := column 0 (1 + 1e-13): the normal equations must be
+  // refused, and the answer is dgelsd's minimum-norm one.
+  const int n = 400, t = 30, d = 4;
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<double> P(static_cast<std::size_t>(n) * t), Y(static_cast<std::size_t>(n) * d);
+  for (double& v : P) v = u(rng);
+  for (double& v : Y) v = u(rng) - 0.5;
+  ValueFitOptions o;  // Lsq
+  std::vector<double> fast = fit_values(P.data(), n, t, Y.data(), d, o);
+  std::vector<double> ref = solve_least_squares(P.data(), n, t, Y.data(), d, o.rcond);
+  ASSERT_EQ(fast.size(), ref.size());
+  for (std::size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(fast[i], ref[i], 1e-9 * (1.0 + std::fabs(ref[i])));
+  for (int i = 0; i < n; ++i) P[i * t + 1] = P[i * t] * (1.0 + 1e-13);
+  fast = fit_values(P.data(), n, t, Y.data(), d, o);
+  ref = solve_least_squares(P.data(), n, t, Y.data(), d, o.rcond);
+  for (std::size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(fast[i], ref[i], 1e-9 * (1.0 + std::fabs(ref[i])));
+  for (int c = 0; c < d; ++c) EXPECT_NEAR(fast[c], fast[d + c], 1e-6 * (1.0 + std::fabs(fast[c])));  // min norm splits evenly
+}
+
 TEST(ValueFit, NamesAndErrors) {
   ValueFitOptions o;
   EXPECT_EQ(value_fit_name(o), "lsq");

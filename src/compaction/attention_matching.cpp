@@ -12,6 +12,7 @@
 #include "compaction/baselines.h"
 #include "compaction/omp_selection.h"
 #include "core/error.h"
+#include "ops/vexp.h"
 
 namespace kvcompact {
 
@@ -53,7 +54,7 @@ AttentionMatcher::AttentionMatcher(const HeadCompactionInput& in, const Attentio
   stats_.T = T;
   stats_.head_dim = in_.head_dim;
   if (T == 0 || n == 0) return;
-  stats_ = compute_head_attention(in_);
+  stats_ = compute_head_attention_f32(in_);
   const std::size_t N = static_cast<std::size_t>(n);
   if (prefix_ == T) {
     mass_target_ = stats_.mass;
@@ -61,7 +62,7 @@ AttentionMatcher::AttentionMatcher(const HeadCompactionInput& in, const Attentio
   } else if (prefix_ > 0) {
     HeadCompactionInput pre = in_;
     pre.T = prefix_;
-    const HeadAttentionStats ps = compute_head_attention(pre);
+    const HeadAttentionStats ps = compute_head_attention_f32(pre);
     mass_target_.resize(N);
     row_weight_.resize(N);
     for (std::size_t i = 0; i < N; ++i) {
@@ -129,11 +130,17 @@ CompactedHead AttentionMatcher::fit(const std::vector<int>& selected) const {
   const std::size_t N = static_cast<std::size_t>(n), K = static_cast<std::size_t>(k),
                     D = static_cast<std::size_t>(d);
 
-  // beta: M = exp(S[:, sel] - m_i) [n, k] against the prefix mass Z^P [n].
-  const std::vector<double> logits = selected_logits(in_, fitted);
+  // beta: M = exp(S[:, sel] - m_i) [n, k] against the prefix mass Z^P [n]. Logits and exp in
+  // float32 as in the paper's code; the solves in double.
+  const std::vector<float> logits = selected_logits_f32(in_, fitted);
   std::vector<double> buf(N * K);
-  for (std::size_t i = 0; i < N; ++i)
-    for (std::size_t j = 0; j < K; ++j) buf[i * K + j] = std::exp(logits[i * K + j] - stats_.row_max[i]);
+  std::vector<float> row(K);
+  for (std::size_t i = 0; i < N; ++i) {
+    const float m = static_cast<float>(stats_.row_max[i]);
+    for (std::size_t j = 0; j < K; ++j) row[j] = logits[i * K + j] - m;
+    exp_inplace(row.data(), K);
+    std::copy(row.begin(), row.end(), buf.begin() + static_cast<std::ptrdiff_t>(i * K));
+  }
   std::vector<double> w;
   switch (options_.beta) {
     case BetaFit::NnlsPg: w = bounded_nnls(buf.data(), n, k, mass_target_.data(), options_.nnls); break;
@@ -153,26 +160,24 @@ CompactedHead AttentionMatcher::fit(const std::vector<int>& selected) const {
     for (std::size_t j = 0; j < K; ++j)
       for (std::size_t c = 0; c < D; ++c) C2[j * D + c] = in_.values[static_cast<std::size_t>(fitted[j]) * D + c];
   } else {
-    // P = softmax_row(S[:, sel] + beta) [n, k], rows weighted by a_i; target a_i Y^P_i.
-    std::vector<double> target = out_target_;
+    // P = softmax_row(S[:, sel] + beta) [n, k] (float32), rows weighted by a_i; target a_i Y^P_i.
+    std::vector<double> weighted;  // a_i Y^P_i, only when rows are weighted
+    if (!row_weight_.empty()) weighted = out_target_;
+    std::vector<float> fbeta(beta.begin(), beta.end());
     for (std::size_t i = 0; i < N; ++i) {
-      double* p = buf.data() + i * K;
-      double m = -std::numeric_limits<double>::infinity();
+      float m = -std::numeric_limits<float>::infinity();
       for (std::size_t j = 0; j < K; ++j) {
-        p[j] = logits[i * K + j] + beta[j];
-        m = std::max(m, p[j]);
+        row[j] = logits[i * K + j] + fbeta[j];
+        m = std::max(m, row[j]);
       }
-      double z = 0.0;
-      for (std::size_t j = 0; j < K; ++j) {
-        p[j] = std::exp(p[j] - m);
-        z += p[j];
-      }
+      const double z = exp_shifted_sum(row.data(), K, m);
       const double a = row_weight_.empty() ? 1.0 : row_weight_[i];
-      for (std::size_t j = 0; j < K; ++j) p[j] *= a / z;
+      double* p = buf.data() + i * K;
+      for (std::size_t j = 0; j < K; ++j) p[j] = row[j] * (a / z);
       if (!row_weight_.empty())
-        for (std::size_t c = 0; c < D; ++c) target[i * D + c] *= a;
+        for (std::size_t c = 0; c < D; ++c) weighted[i * D + c] *= a;
     }
-    C2 = fit_values(buf.data(), n, k, target.data(), d, options_.c2);
+    C2 = fit_values(buf.data(), n, k, row_weight_.empty() ? out_target_.data() : weighted.data(), d, options_.c2);
   }
   constexpr double kFloatMax = static_cast<double>(std::numeric_limits<float>::max());
   std::size_t r = 0;

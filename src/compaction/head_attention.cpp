@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "ops/vexp.h"
 
 namespace kvcompact {
 namespace {
@@ -125,6 +126,85 @@ HeadAttentionStats compute_head_attention(const HeadCompactionInput& in) {
     }
   }
   return st;
+}
+
+HeadAttentionStats compute_head_attention_f32(const HeadCompactionInput& in) {
+  validate_head_input(in, "attention statistics");
+  if (in.T == 0 && in.n_queries > 0)
+    throw Error("attention statistics: context is empty (T = 0), softmax over no keys");
+  const int n = in.n_queries, T = in.T, d = in.head_dim;
+  const std::size_t N = static_cast<std::size_t>(n), TT = static_cast<std::size_t>(T),
+                    D = static_cast<std::size_t>(d);
+  HeadAttentionStats st;
+  st.n_queries = n;
+  st.T = T;
+  st.head_dim = d;
+  st.row_max.assign(N, 0.0);
+  st.mass.assign(N, 0.0);
+  st.output.assign(N * D, 0.0);
+  st.attn_sum.assign(TT, 0.0);
+  st.attn_sumsq.assign(TT, 0.0);
+  st.attn_max.assign(TT, 0.0);
+  if (n == 0) return st;
+
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  constexpr std::size_t kRows = 256;
+  const std::size_t block = std::min(kRows, N);
+  std::vector<float> A(block * TT), Y(block * D), bsum(TT), bsq(TT), bmax(TT);
+  for (std::size_t b0 = 0; b0 < N; b0 += block) {
+    const std::size_t nb = std::min(block, N - b0);
+    // A = s Q_b K^T : [nb, T], then each row -> softmax.
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nb), T, d, scale,
+                in.queries + b0 * D, d, in.keys, d, 0.0f, A.data(), T);
+    std::fill(bsum.begin(), bsum.end(), 0.0f);
+    std::fill(bsq.begin(), bsq.end(), 0.0f);
+    std::fill(bmax.begin(), bmax.end(), 0.0f);
+    for (std::size_t r = 0; r < nb; ++r) {
+      float* a = A.data() + r * TT;
+      float m = a[0];
+      for (std::size_t j = 1; j < TT; ++j) m = std::max(m, a[j]);
+      const float z = exp_shifted_sum(a, TT, m);
+      const float inv = 1.0f / z;
+      for (std::size_t j = 0; j < TT; ++j) {
+        const float p = a[j] * inv;
+        a[j] = p;
+        bsum[j] += p;
+        bsq[j] += p * p;
+        bmax[j] = std::max(bmax[j], p);
+      }
+      st.row_max[b0 + r] = m;
+      st.mass[b0 + r] = z;
+    }
+    for (std::size_t j = 0; j < TT; ++j) {
+      st.attn_sum[j] += bsum[j];
+      st.attn_sumsq[j] += bsq[j];
+      st.attn_max[j] = std::max(st.attn_max[j], static_cast<double>(bmax[j]));
+    }
+    // Y_b = A V : [nb, d].
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nb), d, T, 1.0f,
+                A.data(), T, in.values, d, 0.0f, Y.data(), d);
+    for (std::size_t i = 0; i < nb * D; ++i) st.output[b0 * D + i] = Y[i];
+  }
+  return st;
+}
+
+std::vector<float> selected_logits_f32(const HeadCompactionInput& in, const std::vector<int>& selected) {
+  const std::size_t n = static_cast<std::size_t>(std::max(in.n_queries, 0));
+  const std::size_t t = selected.size(), D = static_cast<std::size_t>(std::max(in.head_dim, 0));
+  std::vector<float> out(n * t, 0.0f);
+  if (n == 0 || t == 0) return out;
+  std::vector<float> C1(t * D);
+  for (std::size_t j = 0; j < t; ++j) {
+    const int idx = selected[j];
+    if (idx < 0 || idx >= in.T)
+      throw Error(fmt::format("selected_logits: index {} outside the context [0, {})", idx, in.T));
+    std::copy_n(in.keys + static_cast<std::size_t>(idx) * D, D, C1.data() + j * D);
+  }
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(t),
+              static_cast<int>(D), scale, in.queries, static_cast<int>(D), C1.data(),
+              static_cast<int>(D), 0.0f, out.data(), static_cast<int>(t));
+  return out;
 }
 
 std::vector<double> selected_logits(const HeadCompactionInput& in, const std::vector<int>& selected) {

@@ -30,9 +30,19 @@ struct HeadAttentionStats {
 /// T == 0 while n_queries > 0 (softmax over no keys).
 HeadAttentionStats compute_head_attention(const HeadCompactionInput& in);
 
+/// The same statistics in float32 where the paper's code (adamzweiger/compaction) uses float32:
+/// logits by cblas_sgemm, softmax with the vectorised exp (ops/vexp.h), Y = A V by cblas_sgemm,
+/// in blocks of 256 queries; each block's per-key sums, the row masses and Y are then added up in
+/// double. Agrees with compute_head_attention to float rounding (relative ~1e-6 on Y, mass and
+/// the per-key scores; tests/head_attention_test.cpp). Attention Matching's fast path. Same errors.
+HeadAttentionStats compute_head_attention_f32(const HeadCompactionInput& in);
+
 /// Scaled logits of queries against a subset of keys: out[i][j] = s * Q_i . K_{sel_j},
 /// Q: [n, d], K: [T, d] -> [n, t] row-major double (cblas_dgemm). Indices must lie in [0, T).
 std::vector<double> selected_logits(const HeadCompactionInput& in, const std::vector<int>& selected);
+
+/// The same logits in float32 (cblas_sgemm): [n, t] row-major float.
+std::vector<float> selected_logits_f32(const HeadCompactionInput& in, const std::vector<int>& selected);
 
 /// Attention output of a compacted head on queries Q: [n, d]:
 /// softmax_row(s Q C1^T + beta) C2  ->  [n, d] row-major float (computed in double), s = 1/sqrt(d).

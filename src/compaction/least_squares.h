@@ -1,6 +1,7 @@
 // Dense linear least squares, min-norm for rank-deficient / under-determined systems (LAPACK dgelsd).
 #pragma once
 
+#include <optional>
 #include <vector>
 
 namespace kvcompact {
@@ -12,7 +13,20 @@ namespace kvcompact {
 ///   A: [m, n] row-major, B: [m, k] row-major  ->  X: [n, k] row-major.
 /// m == 0 or n == 0 gives X = 0. Throws Error on negative sizes, non-finite input or when the SVD
 /// does not converge. Memory: one column-major copy of A and of B (dgelsd overwrites them).
+/// Fast path: when m >= n and the Householder QR factor R is well conditioned (dtrcon's
+/// reciprocal condition estimate > 1000 n rcond, so the SVD would keep every singular value),
+/// the system is solved by QR (dgeqrf, dormqr, dtrtrs) instead, which gives the same unique
+/// minimiser up to rounding; all other systems go to dgelsd.
 std::vector<double> solve_least_squares(const double* A, int m, int n, const double* B, int k,
                                         double rcond = 1e-12, int* rank = nullptr);
+
+/// The same minimiser from the normal equations, when they are safe: G = A^T A [n, n] and
+/// AtB = A^T B [n, k] (row-major, as dsyrk / dgemm give them) -> X [n, k] by Cholesky (dpotrf,
+/// dpotrs). Returns std::nullopt, and the caller solves from A instead, when G is not positive
+/// definite or its reciprocal condition estimate (dpocon, 1-norm) is at or below min_rcond: the
+/// normal equations lose about cond(G) * 1e-16 relative accuracy, so min_rcond = 1e-10 keeps the
+/// answer within ~1e-6 of the QR / SVD one. Throws Error on negative sizes or non-finite input.
+std::optional<std::vector<double>> solve_normal_equations(const double* G, int n, const double* AtB, int k,
+                                                          double min_rcond = 1e-10);
 
 }  // namespace kvcompact

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <optional>
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -89,14 +90,17 @@ std::vector<double> bounded_nnls(const double* M, int rows, int cols, const doub
     for (double& x : w) x = std::clamp(x, wlo, whi);
   };
 
-  std::vector<double> w = solve_least_squares(M, rows, cols, z, 1, options.rcond);
-  clip(w);
-  if (options.iters == 0 || cols == 0) return w;
-
-  // Gradient M^T (M w - z) = G w - M^T z with G = M^T M.
-  std::vector<double> G = gram(M, rows, cols);
+  if (cols == 0) return {};
+  // G = M^T M and b = M^T z: the projected gradient's G w - b, and the normal equations of the
+  // unconstrained start when G is well conditioned (else dgelsd / QR on M itself).
+  const std::vector<double> G = gram(M, rows, cols);
   std::vector<double> b(C, 0.0);
   if (rows > 0) cblas_dgemv(CblasRowMajor, CblasTrans, rows, cols, 1.0, M, cols, z, 1, 0.0, b.data(), 1);
+  std::optional<std::vector<double>> start = rows >= cols ? solve_normal_equations(G.data(), cols, b.data(), 1)
+                                                          : std::nullopt;
+  std::vector<double> w = start ? std::move(*start) : solve_least_squares(M, rows, cols, z, 1, options.rcond);
+  clip(w);
+  if (options.iters == 0) return w;
   const double L = largest_eigenvalue(G, cols);
   if (L <= 0.0) return w;  // M == 0: every w is optimal; keep the clipped start.
   const double step = 1.0 / L;

@@ -14,6 +14,15 @@
 #include "core/error.h"
 
 namespace kvcompact {
+namespace {
+
+void check_finite_matrix(const double* M, int rows, int cols, const char* what) {
+  const std::size_t count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  for (std::size_t i = 0; i < count; ++i)
+    if (!std::isfinite(M[i])) throw Error(fmt::format("{} entry {} is not finite", what, i));
+}
+
+}  // namespace
 
 std::string value_fit_name(const ValueFitOptions& options) {
   switch (options.kind) {
@@ -56,7 +65,21 @@ std::vector<double> fit_values(const double* P, int n, int t, const double* Y, i
   switch (options.kind) {
     case ValueFit::Direct:
       throw Error("C2 fit: 'direct' takes the original values; there is nothing to fit");
-    case ValueFit::Lsq: return solve_least_squares(P, n, t, Y, d, options.rcond);
+    case ValueFit::Lsq: {
+      // Normal equations (P^T P) C2 = P^T Y when well conditioned (Cholesky), else dgelsd / QR on P.
+      if (n >= t && t > 0 && d > 0) {
+        const std::size_t T2 = static_cast<std::size_t>(t), D2 = static_cast<std::size_t>(d);
+        check_finite_matrix(P, n, t, "C2 fit: P");
+        check_finite_matrix(Y, n, d, "C2 fit: target");
+        std::vector<double> G(T2 * T2, 0.0), PtY(T2 * D2, 0.0);
+        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, t, n, 1.0, P, t, 0.0, G.data(), t);
+        for (std::size_t i = 0; i < T2; ++i)
+          for (std::size_t j = 0; j < i; ++j) G[i * T2 + j] = G[j * T2 + i];
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, d, n, 1.0, P, t, Y, d, 0.0, PtY.data(), d);
+        if (auto X = solve_normal_equations(G.data(), t, PtY.data(), d)) return std::move(*X);
+      }
+      return solve_least_squares(P, n, t, Y, d, options.rcond);
+    }
     case ValueFit::Ridge: break;
   }
   const std::size_t N = static_cast<std::size_t>(n), Tt = static_cast<std::size_t>(t),
