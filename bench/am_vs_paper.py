@@ -23,7 +23,10 @@ import statistics
 import sys
 import time
 
-import numpy as np
+# numpy's own OpenBLAS (used here only to make the data) must not keep spinning threads beside the
+# timed code; kvcompact.set_threads and torch.set_num_threads set the timed sides' threads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
 
 
 def fail(msg):

@@ -8,6 +8,8 @@
 #include <random>
 #include <vector>
 
+#include <omp.h>
+
 #include "core/error.h"
 
 namespace kvcompact {
@@ -56,12 +58,13 @@ TEST(HeadAttention, StatsMatchLoopReferenceAcrossQueryBlocks) {
 }
 
 TEST(HeadAttention, Float32StatsAgreeWithDoubleStats) {
-  // n = 600 queries span three 256-query blocks of the float32 path; peaked logits (Q ~ N(0, 4)).
-  const int n = 600, T = 700, d = 64;
+  // n = 900 queries span four 256-query blocks of the float32 path, large enough for its parallel
+  // loop over blocks; peaked logits (Q ~ N(0, 4)). Checked on one and on two threads.
+  const int n = 900, T = 700, d = 64;
   const std::vector<float> Q = random_matrix(n, d, 21, 2.0f), K = random_matrix(T, d, 22, 1.0f),
                            V = random_matrix(T, d, 23, 1.0f);
   const HeadCompactionInput in{K.data(), V.data(), Q.data(), T, n, d};
-  const HeadAttentionStats ref = compute_head_attention(in), f32 = compute_head_attention_f32(in);
+  const HeadAttentionStats ref = compute_head_attention(in);
   auto rel = [](const std::vector<double>& a, const std::vector<double>& b) {
     double num = 0.0, den = 0.0;
     for (std::size_t i = 0; i < a.size(); ++i) {
@@ -70,14 +73,20 @@ TEST(HeadAttention, Float32StatsAgreeWithDoubleStats) {
     }
     return num / den;
   };
-  ASSERT_EQ(f32.output.size(), ref.output.size());
-  ASSERT_EQ(f32.attn_sum.size(), ref.attn_sum.size());
-  EXPECT_LT(rel(f32.row_max, ref.row_max), 1e-6);
-  EXPECT_LT(rel(f32.mass, ref.mass), 1e-5);
-  EXPECT_LT(rel(f32.output, ref.output), 1e-5);
-  EXPECT_LT(rel(f32.attn_sum, ref.attn_sum), 1e-5);
-  EXPECT_LT(rel(f32.attn_sumsq, ref.attn_sumsq), 1e-5);
-  EXPECT_LT(rel(f32.attn_max, ref.attn_max), 1e-5);
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    const HeadAttentionStats f32 = compute_head_attention_f32(in);
+    ASSERT_EQ(f32.output.size(), ref.output.size());
+    ASSERT_EQ(f32.attn_sum.size(), ref.attn_sum.size());
+    EXPECT_LT(rel(f32.row_max, ref.row_max), 1e-6) << threads << " threads";
+    EXPECT_LT(rel(f32.mass, ref.mass), 1e-5) << threads << " threads";
+    EXPECT_LT(rel(f32.output, ref.output), 1e-5) << threads << " threads";
+    EXPECT_LT(rel(f32.attn_sum, ref.attn_sum), 1e-5) << threads << " threads";
+    EXPECT_LT(rel(f32.attn_sumsq, ref.attn_sumsq), 1e-5) << threads << " threads";
+    EXPECT_LT(rel(f32.attn_max, ref.attn_max), 1e-5) << threads << " threads";
+  }
+  omp_set_num_threads(saved);
   // The same input errors as the double path.
   const float qnan[2] = {0, std::numeric_limits<float>::quiet_NaN()}, q[2] = {0, 0};
   const std::vector<float> K1 = {1, 2}, V1 = {3, 4};

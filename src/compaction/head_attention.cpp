@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include <cblas.h>
+#include <omp.h>
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -150,41 +151,67 @@ HeadAttentionStats compute_head_attention_f32(const HeadCompactionInput& in) {
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   constexpr std::size_t kRows = 256;
   const std::size_t block = std::min(kRows, N);
-  std::vector<float> A(block * TT), Y(block * D), bsum(TT), bsq(TT), bmax(TT);
-  for (std::size_t b0 = 0; b0 < N; b0 += block) {
-    const std::size_t nb = std::min(block, N - b0);
-    // A = s Q_b K^T : [nb, T], then each row -> softmax.
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nb), T, d, scale,
-                in.queries + b0 * D, d, in.keys, d, 0.0f, A.data(), T);
-    std::fill(bsum.begin(), bsum.end(), 0.0f);
-    std::fill(bsq.begin(), bsq.end(), 0.0f);
-    std::fill(bmax.begin(), bmax.end(), 0.0f);
-    for (std::size_t r = 0; r < nb; ++r) {
-      float* a = A.data() + r * TT;
-      float m = a[0];
-      for (std::size_t j = 1; j < TT; ++j) m = std::max(m, a[j]);
-      const float z = exp_shifted_sum(a, TT, m);
-      const float inv = 1.0f / z;
-      for (std::size_t j = 0; j < TT; ++j) {
-        const float p = a[j] * inv;
-        a[j] = p;
-        bsum[j] += p;
-        bsq[j] += p * p;
-        bmax[j] = std::max(bmax[j], p);
-      }
-      st.row_max[b0 + r] = m;
-      st.mass[b0 + r] = z;
-    }
-    for (std::size_t j = 0; j < TT; ++j) {
-      st.attn_sum[j] += bsum[j];
-      st.attn_sumsq[j] += bsq[j];
-      st.attn_max[j] = std::max(st.attn_max[j], static_cast<double>(bmax[j]));
-    }
-    // Y_b = A V : [nb, d].
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nb), d, T, 1.0f,
-                A.data(), T, in.values, d, 0.0f, Y.data(), d);
-    for (std::size_t i = 0; i < nb * D; ++i) st.output[b0 * D + i] = Y[i];
+  const std::size_t n_blocks = (N + block - 1) / block;
+  // Blocks of queries in parallel, each thread with its own buffers and per-key sums (inside an
+  // outer parallel region, e.g. compact_cache's loop over heads, this runs on one thread; the
+  // OpenMP build of OpenBLAS then runs each sgemm on the calling thread). Per-thread sums are added
+  // in thread order, so a result depends on the thread count only, not on scheduling.
+  const int threads =
+      n_blocks > 1 && N * TT >= kParallelMin * 16 ? std::max(1, std::min(omp_get_max_threads(), static_cast<int>(n_blocks))) : 1;
+  struct Local {
+    std::vector<float> A, Y, bsum, bsq, bmax;
+    std::vector<double> sum, sq, max;
+  };
+  std::vector<Local> local(static_cast<std::size_t>(threads));
+  for (Local& l : local) {
+    l.A.resize(block * TT), l.Y.resize(block * D), l.bsum.resize(TT), l.bsq.resize(TT), l.bmax.resize(TT);
+    l.sum.assign(TT, 0.0), l.sq.assign(TT, 0.0), l.max.assign(TT, 0.0);
   }
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    Local& l = local[static_cast<std::size_t>(omp_get_thread_num())];
+#pragma omp for schedule(static)
+    for (std::ptrdiff_t bi = 0; bi < static_cast<std::ptrdiff_t>(n_blocks); ++bi) {
+      const std::size_t b0 = static_cast<std::size_t>(bi) * block, nb = std::min(block, N - b0);
+      // A = s Q_b K^T : [nb, T], then each row -> softmax.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nb), T, d, scale,
+                  in.queries + b0 * D, d, in.keys, d, 0.0f, l.A.data(), T);
+      std::fill(l.bsum.begin(), l.bsum.end(), 0.0f);
+      std::fill(l.bsq.begin(), l.bsq.end(), 0.0f);
+      std::fill(l.bmax.begin(), l.bmax.end(), 0.0f);
+      for (std::size_t r = 0; r < nb; ++r) {
+        float* a = l.A.data() + r * TT;
+        float m = a[0];
+        for (std::size_t j = 1; j < TT; ++j) m = std::max(m, a[j]);
+        const float z = exp_shifted_sum(a, TT, m);
+        const float inv = 1.0f / z;
+        for (std::size_t j = 0; j < TT; ++j) {
+          const float p = a[j] * inv;
+          a[j] = p;
+          l.bsum[j] += p;
+          l.bsq[j] += p * p;
+          l.bmax[j] = std::max(l.bmax[j], p);
+        }
+        st.row_max[b0 + r] = m;
+        st.mass[b0 + r] = z;
+      }
+      for (std::size_t j = 0; j < TT; ++j) {
+        l.sum[j] += l.bsum[j];
+        l.sq[j] += l.bsq[j];
+        l.max[j] = std::max(l.max[j], static_cast<double>(l.bmax[j]));
+      }
+      // Y_b = A V : [nb, d].
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nb), d, T, 1.0f,
+                  l.A.data(), T, in.values, d, 0.0f, l.Y.data(), d);
+      for (std::size_t i = 0; i < nb * D; ++i) st.output[b0 * D + i] = l.Y[i];
+    }
+  }
+  for (const Local& l : local)
+    for (std::size_t j = 0; j < TT; ++j) {
+      st.attn_sum[j] += l.sum[j];
+      st.attn_sumsq[j] += l.sq[j];
+      st.attn_max[j] = std::max(st.attn_max[j], l.max[j]);
+    }
   return st;
 }
 

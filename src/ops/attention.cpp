@@ -1,5 +1,7 @@
 #include "ops/attention.h"
 
+#include "ops/vexp.h"
+
 #include <cblas.h>
 #include <omp.h>
 
@@ -30,12 +32,7 @@ void attend_row(const float* q, const float* keys, const float* values, const fl
     scratch[j] = s;
     mx = s > mx ? s : mx;
   }
-  float sum = 0.0f;
-  for (int j = 0; j < L; ++j) {
-    const float e = std::exp(scratch[j] - mx);
-    scratch[j] = e;
-    sum += e;
-  }
+  const float sum = exp_shifted_sum(scratch, static_cast<std::size_t>(std::max(L, 0)), mx);
   const float inv = 1.0f / sum;
   for (int d = 0; d < head_dim; ++d) out[d] = 0.0f;
   for (int j = 0; j < L; ++j) {
@@ -105,11 +102,7 @@ void causal_attention_blocked(const float* q, int n, int n_heads, int n_kv_heads
         s[j] += beta[j];
         mx = s[j] > mx ? s[j] : mx;
       }
-      float sum = 0.0f;
-      for (int j = lo; j < L; ++j) {
-        s[j] = std::exp(s[j] - mx);
-        sum += s[j];
-      }
+      const float sum = exp_shifted_sum(s + lo, static_cast<std::size_t>(L - lo), mx);
       const float inv = 1.0f / sum;
       for (int j = 0; j < lo; ++j) s[j] = 0.0f;
       for (int j = lo; j < L; ++j) s[j] *= inv;
