@@ -298,6 +298,9 @@ TEST(Ops, ExpShiftedSumIsOneSoftmaxRow) {
     EXPECT_NEAR(x[i], e, 2e-7 * e);
   }
   EXPECT_NEAR(z, zref, 1e-5 * zref);
+  EXPECT_EQ(max_value(x0.data(), x0.size()), m);
+  const float one[] = {-3.0f};
+  EXPECT_EQ(max_value(one, 1), -3.0f);
 }
 
 }  // namespace

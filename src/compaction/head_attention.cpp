@@ -181,8 +181,7 @@ HeadAttentionStats compute_head_attention_f32(const HeadCompactionInput& in) {
       std::fill(l.bmax.begin(), l.bmax.end(), 0.0f);
       for (std::size_t r = 0; r < nb; ++r) {
         float* a = l.A.data() + r * TT;
-        float m = a[0];
-        for (std::size_t j = 1; j < TT; ++j) m = std::max(m, a[j]);
+        const float m = max_value(a, TT);
         const float z = exp_shifted_sum(a, TT, m);
         const float inv = 1.0f / z;
         for (std::size_t j = 0; j < TT; ++j) {

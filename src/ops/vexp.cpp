@@ -50,4 +50,11 @@ float exp_shifted_sum(float* __restrict x, std::size_t n, float shift) {
   return sum;
 }
 
+float max_value(const float* __restrict x, std::size_t n) {
+  float m = x[0];
+#pragma omp simd reduction(max : m)
+  for (std::size_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
 }  // namespace kvcompact

@@ -18,4 +18,8 @@ void exp_inplace(float* x, std::size_t n);
 /// float32 (one row of a max-subtracted softmax: shift = max_i x_i gives every term in (0, 1]).
 float exp_shifted_sum(float* x, std::size_t n, float shift);
 
+/// max_i x_i for x: [n], n >= 1, vectorised (an OpenMP simd max reduction; a plain loop is one
+/// serial chain of compares). For finite inputs; with a NaN the result is unspecified.
+float max_value(const float* x, std::size_t n);
+
 }  // namespace kvcompact
