@@ -3,14 +3,19 @@
 that is never committed), per (layer, KV head), on the same cache and reference queries.
 
   kvcompact compact --model M --context ctx.txt --ratio 0.1 --method am -o am.kvc --dump-heads DIR_AM
-  kvcompact compact --model M --context ctx.txt --ratio 0.1 --method am:select=omp -o omp.kvc --dump-heads DIR_OMP
+  kvcompact compact --model M --context ctx.txt --ratio 0.1 --method am:select=omp,refit=bounded -o omp.kvc --dump-heads DIR_OMP
+  kvcompact compact --model M --context ctx.txt --ratio 0.1 \
+    --method am:select=omp,refit=bounded,schedule=progressive,drop=-7,iters=0,lo=-27.631021115928547,hi=7 \
+    -o best.kvc --dump-heads DIR_BEST
   scripts/compare_paper_code.py --paper /tmp/paper_compaction --dump DIR_AM --algo am [--heads N]
   scripts/compare_paper_code.py --paper /tmp/paper_compaction --dump DIR_OMP --algo omp [--heads N]
+  scripts/compare_paper_code.py --paper /tmp/paper_compaction --dump DIR_BEST --algo omp-best [--heads N]
 
 For each head in DIR (K, V, reference queries Q and kvcompact's selected / beta / C2 / seconds, as
 `compact --dump-heads` writes them) runs the paper's HighestAttentionKeysCompaction(score_method=
 'rms', nnls_iters=2, bounds [e^-3, e^3], c2_method='lsq') (--algo am) or OMPCompaction(nnls_iters=2,
-same bounds) (--algo omp) on CPU torch (float32) and prints: keys selected by both (of t), the max
+same bounds) (--algo omp), or the paper's best OMP configuration (nnls_iters=0, upper bound e^7,
+drop_key_beta_cutoff=-7, DEFAULT_PROGRESSIVE_SCHEDULE; --algo omp-best) on CPU torch (float32) and prints: keys selected by both (of t), the max
 relative difference of beta (|b1 - b2|_max / |b_paper|_max over the shared keys) and of C2 (the same,
 rows of the shared keys), and both times per head. A missing copy or dump: one-line error, exit 1.
 """
@@ -31,7 +36,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--paper", required=True, help="local copy of adamzweiger/compaction (the folder holding compaction/)")
     ap.add_argument("--dump", required=True)
-    ap.add_argument("--algo", choices=["am", "omp"], default="am")
+    ap.add_argument("--algo", choices=["am", "omp", "omp-best"], default="am")
     ap.add_argument("--heads", type=int, default=0, help="first N heads only (0 = all)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out-json", default="")
@@ -55,8 +60,12 @@ def main():
     if a.algo == "am":
         algo = HighestAttentionKeysCompaction(nnls_iters=2, nnls_lower_bound=lo, nnls_upper_bound=hi,
                                               score_method="rms", c2_method="lsq", beta_method="nnls")
-    else:
+    elif a.algo == "omp":
         algo = OMPCompaction(nnls_iters=2, nnls_lower_bound=lo, nnls_upper_bound=hi, c2_method="lsq")
+    else:  # the paper's best OMP (evaluation/configs/algorithms/ablation.py), without on-policy queries
+        from compaction.algorithms.omp import DEFAULT_PROGRESSIVE_SCHEDULE
+        algo = OMPCompaction(nnls_iters=0, nnls_upper_bound=math.exp(7), drop_key_beta_cutoff=-7,
+                             c2_method="lsq", progressive_schedule=DEFAULT_PROGRESSIVE_SCHEDULE)
     heads = man["heads"][: a.heads] if a.heads > 0 else man["heads"]
     rows = []
     print(f"method {man['method']} (kvcompact) vs paper's {type(algo).__name__}, ratio {man['ratio']}")

@@ -80,6 +80,9 @@ TEST(MethodSpec, CanonicalRoundTrip) {
       {"am:select=omp,beta=nnls-pg:iters=2:lo=-3:hi=3,c2=ridge:1e-4,recent=8",
        "am:select=omp,c2=ridge:0.0001:sigma,recent=8"},
       {"am:recent=8,select=omp", "am:select=omp,recent=8"},
+      {"am:select=omp,drop=-7,schedule=progressive,refit=bounded,iters=0,hi=7",
+       "am:select=omp,refit=bounded,schedule=progressive,drop=-7,iters=0,hi=7"},
+      {"am:select=omp,refit=exact,schedule=single", "am:select=omp"},
       {"am:select=attn:score=rms:pool=max:5", "am:pool=max:5"},
       {"am:beta=nnls-exact:hi=2,c2=direct", "am:beta=nnls-exact,hi=2,c2=direct"},
       {"am:beta=zero", "am:beta=zero"},
@@ -119,6 +122,10 @@ TEST(MethodSpec, BadSpecsNameTheTokenAndTheValidChoices) {
   expect_error("am:pool=max", {"kernel"});
   expect_error("am:pool=mean:3", {"'mean'", "none, avg, max"});
   expect_error("am:select=omp,score=rms", {"score", "select=attn"});
+  expect_error("am:refit=bounded", {"refit", "select=omp"});
+  expect_error("am:drop=-7", {"drop", "select=omp"});
+  expect_error("am:select=omp,schedule=fast", {"'fast'", "single, progressive"});
+  expect_error("am:select=omp,refit=pg", {"'pg'", "exact, bounded"});
   expect_error("am:beta=nnls-exact,iters=3", {"iters", "nnls-pg"});
   expect_error("am:beta=zero,lo=-1", {"lo"});
   expect_error("am:lo=2,hi=1", {"lo", "hi"});

@@ -109,6 +109,71 @@ TEST(OmpSelection, HeadKeyOrderUsesExpScoresOfTheHead) {
   EXPECT_THROW(omp_key_order(in, st.row_max, std::vector<double>(3), T, 2), Error);
 }
 
+TEST(OmpSelection, PaperLoopWithExactRefitIsThePlainOmpSelection) {
+  // omp_select (the paper's loop) with an exact refit, one key per step and no drops picks what
+  // the plain reference OMP picks, as a sorted set.
+  std::mt19937_64 rng(33);
+  std::normal_distribution<double> g(0.0, 1.0);
+  const int n = 45, T = 24;
+  std::vector<double> E(n * T), z(n, 0.0);
+  for (int i = 0; i < n; ++i) {
+    std::vector<double> s(T);
+    for (double& x : s) x = 2.0 * g(rng);
+    const double m = *std::max_element(s.begin(), s.end());
+    for (int j = 0; j < T; ++j) z[i] += (E[i * T + j] = std::exp(s[j] - m));
+  }
+  for (int t : {1, 5, 12}) {
+    std::vector<int> want = reference_omp(E, n, T, z, t);
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(omp_select(E.data(), n, T, z.data(), t, OmpOptions{}), want) << "t = " << t;
+  }
+}
+
+TEST(OmpSelection, DropsKeysBelowTheCutoffAndPicksReplacementsByHand) {
+  // Two queries, three keys, target z = (1, 1); E rows (1, 1, 0.5) and (1, 0.9, 0.5).
+  // Step 1: E^T z = (2, 1.9, 1) -> key 0; the bounded refit gives w0 = 1 and a zero residual.
+  // Step 2: every correlation is 0 -> lowest index, key 1; [c0 c1] w = z is solved exactly by
+  // w = (1, 0), clipped to w1 = e^lo = 1e-12: beta1 = -27.6.
+  // Without drops that is the answer {0, 1}. With drop = -7 key 1 is excluded and key 2 picked;
+  // c2 = 0.5 c0, so the least-squares start is the minimum-norm w = (1, 0.5) / 1.25 = (0.8, 0.4),
+  // beta2 = log 0.4 > -7: stable, answer {0, 2}.
+  const std::vector<double> E = {1, 1, 0.5, 1, 0.9, 0.5}, z = {1, 1};
+  OmpOptions o;
+  o.refit = OmpRefit::Bounded;
+  o.nnls.iters = 0;
+  o.nnls.lo = std::log(1e-12);
+  o.nnls.hi = 7.0;
+  EXPECT_EQ(omp_select(E.data(), 2, 3, z.data(), 2, o), (std::vector<int>{0, 1}));
+  o.drop_below = -7.0;
+  EXPECT_EQ(omp_select(E.data(), 2, 3, z.data(), 2, o), (std::vector<int>{0, 2}));
+  // Keys run out: with column 2 = 0.1 * column 1 = (0.1, 0.09), [c0 c2] w = z is again solved by
+  // w = (1, 0), so the replacement drops too and only key 0 is left.
+  const std::vector<double> E2 = {1, 1, 0.1, 1, 0.9, 0.09};
+  EXPECT_EQ(omp_select(E2.data(), 2, 3, z.data(), 2, o), (std::vector<int>{0}));
+}
+
+TEST(OmpSelection, ProgressiveScheduleKeepsEveryBudgetExact) {
+  // Past 300 keys the schedule picks 2 per step and refits every 2nd step; the result is still
+  // t distinct sorted keys, and its first 300 picks are those of the one-key-per-step loop.
+  std::mt19937_64 rng(44);
+  std::normal_distribution<double> g(0.0, 1.0);
+  const int n = 60, T = 340, t = 320;
+  std::vector<double> E(static_cast<std::size_t>(n) * T), z(n, 0.0);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < T; ++j) z[i] += (E[static_cast<std::size_t>(i) * T + j] = std::exp(g(rng) - 3.0));
+  OmpOptions o;
+  o.refit = OmpRefit::Bounded;
+  o.progressive = true;
+  const std::vector<int> got = omp_select(E.data(), n, T, z.data(), t, o);
+  ASSERT_EQ(got.size(), static_cast<std::size_t>(t));
+  EXPECT_TRUE(std::is_sorted(got.begin(), got.end()));
+  EXPECT_EQ(std::adjacent_find(got.begin(), got.end()), got.end());
+  o.progressive = false;
+  const std::vector<int> first = omp_select(E.data(), n, T, z.data(), 300, o);
+  for (int j : first) EXPECT_TRUE(std::binary_search(got.begin(), got.end(), j)) << j;
+  EXPECT_THROW(omp_select(E.data(), n, T, z.data(), T + 1, o), Error);
+}
+
 TEST(OmpSelection, BadInputThrows) {
   const std::vector<double> E = {1, 0, 0, 1}, z = {1, 1};
   EXPECT_THROW(omp_order(E.data(), 2, 2, z.data(), 3), Error);

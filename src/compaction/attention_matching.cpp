@@ -73,6 +73,7 @@ AttentionMatcher::AttentionMatcher(const HeadCompactionInput& in, const Attentio
   }
   if (prefix_ == 0) return;
   const int want = max_t < 0 ? T : std::min(max_t, T);
+  if (options_.paper_omp()) return;  // select(t) runs the paper's loop for each t
   if (options_.selector == KeySelector::Omp) {
     const int steps = std::clamp(want - w, 0, prefix_);
     ranking_ = omp_key_order(in_, stats_.row_max, mass_target_, prefix_, steps);
@@ -97,6 +98,22 @@ std::vector<int> AttentionMatcher::select(int t) const {
   const int k = t - std::min(w, T);  // prefix keys to choose (> 0 here)
   if (in_.n_queries == 0)
     throw Error("attention matching: no reference queries to score the keys with");
+  if (options_.paper_omp()) {
+    const std::vector<double> E = omp_exp_scores(in_, stats_.row_max, prefix_);
+    OmpOptions o;
+    o.refit = options_.omp_refit;
+    o.nnls = options_.nnls;
+    o.progressive = options_.omp_progressive;
+    o.drop_below = options_.omp_drop;
+    sel = omp_select(E.data(), in_.n_queries, prefix_, mass_target_.data(), k, o);
+    std::vector<char> in_sel(static_cast<std::size_t>(prefix_), 0);
+    for (int j : sel) in_sel[static_cast<std::size_t>(j)] = 1;
+    for (int j = prefix_ - 1; j >= 0 && static_cast<int>(sel.size()) < k; --j)
+      if (!in_sel[static_cast<std::size_t>(j)]) sel.push_back(j);  // keys ran out: latest ones fill
+    std::sort(sel.begin(), sel.end());
+    for (int j = prefix_; j < T; ++j) sel.push_back(j);
+    return sel;
+  }
   if (static_cast<std::size_t>(k) > ranking_.size())
     throw Error(fmt::format("attention matching: OMP order was computed for {} keys, {} asked",
                             ranking_.size(), k));

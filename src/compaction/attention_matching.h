@@ -4,6 +4,7 @@
 // optionally keep the last `recent` context entries verbatim.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "compaction/key_selection.h"
 #include "compaction/nnls.h"
 #include "compaction/nnls_active_set.h"
+#include "compaction/omp_selection.h"
 #include "compaction/value_fit.h"
 
 namespace kvcompact {
@@ -38,6 +40,15 @@ struct AttentionMatchingOptions {
   NnlsOptions nnls;     ///< iters (NnlsPg only), bounds [lo, hi] on beta (NnlsPg and NnlsExact)
   ValueFitOptions c2;   ///< C2 fit: lsq (dgelsd, rcond), ridge or direct
   int recent = 0;       ///< keep the last `recent` context entries verbatim (>= 0), see below
+  /// Omp selector: the paper's OMP loop (omp_select) instead of kvcompact's prefix-consistent
+  /// order (omp_order) when any of these differs from its default. A Bounded refit uses `nnls`.
+  OmpRefit omp_refit = OmpRefit::Exact;
+  bool omp_progressive = false;
+  std::optional<double> omp_drop;  ///< nats
+  /// True when the Omp selector runs the paper's loop (see above).
+  bool paper_omp() const {
+    return selector == KeySelector::Omp && (omp_refit != OmpRefit::Exact || omp_progressive || omp_drop.has_value());
+  }
   bool operator==(const AttentionMatchingOptions&) const = default;
 };
 
@@ -78,12 +89,15 @@ class AttentionMatcher {
 
   /// Prefix key indices (0..T-w-1; all keys when w = 0) in selection order: by decreasing score
   /// (ties: lower index first) for the Attention selector, OMP's pick order for Omp (length
-  /// min(T - w, max_t - w)). Empty when there are no keys or no reference queries.
+  /// min(T - w, max_t - w)). Empty when there are no keys or no reference queries, and for the
+  /// paper's OMP loop (options.paper_omp(): select(t) runs it for each t).
   const std::vector<int>& ranking() const { return ranking_; }
   /// Attention statistics of the original head (all T keys) on the reference queries.
   const HeadAttentionStats& stats() const { return stats_; }
 
-  /// The t kept key indices in context order (see the recent window above). Throws Error unless
+  /// The t kept key indices in context order (see the recent window above). With the paper's OMP
+  /// loop, when drops leave fewer than t - w prefix keys, the latest unselected prefix keys fill the
+  /// budget (kvcompact keeps every budget exact). Throws Error unless
   /// 0 <= t <= T (and t <= max_t for OMP), or when prefix keys are needed and there are no queries.
   std::vector<int> select(int t) const;
 

@@ -66,25 +66,134 @@ OmpResult omp_order(const double* E, int n, int T, const double* z, int steps,
   return res;
 }
 
+std::vector<double> omp_exp_scores(const HeadCompactionInput& in, const std::vector<double>& row_max, int key_count) {
+  validate_head_input(in, "omp key selection");
+  if (key_count < 0 || key_count > in.T)
+    throw Error(fmt::format("omp key selection: {} keys of {} asked", key_count, in.T));
+  const std::size_t N = static_cast<std::size_t>(in.n_queries), Kc = static_cast<std::size_t>(key_count);
+  if (row_max.size() != N)
+    throw Error(fmt::format("omp key selection: row max has {} entries, {} queries", row_max.size(), N));
+  std::vector<int> keys(Kc);
+  std::iota(keys.begin(), keys.end(), 0);
+  std::vector<double> E = selected_logits(in, keys);
+  for (std::size_t i = 0; i < N; ++i)
+    for (std::size_t j = 0; j < Kc; ++j) E[i * Kc + j] = std::exp(E[i * Kc + j] - row_max[i]);
+  return E;
+}
+
 std::vector<int> omp_key_order(const HeadCompactionInput& in, const std::vector<double>& row_max,
                                const std::vector<double>& target, int key_count, int steps) {
   validate_head_input(in, "omp key selection");
   if (key_count < 0 || key_count > in.T || steps < 0 || steps > key_count)
     throw Error(fmt::format("omp key selection: cannot select {} of the first {} of {} keys", steps,
                             key_count, in.T));
-  const std::size_t N = static_cast<std::size_t>(in.n_queries), Kc = static_cast<std::size_t>(key_count);
+  const std::size_t N = static_cast<std::size_t>(in.n_queries);
   if (row_max.size() != N || target.size() != N)
     throw Error(fmt::format("omp key selection: row max ({}) and target ({}) must have one entry per "
                             "query ({})",
                             row_max.size(), target.size(), N));
   if (steps == 0) return {};
   if (N == 0) throw Error("omp key selection: no reference queries");
-  std::vector<int> keys(Kc);
-  std::iota(keys.begin(), keys.end(), 0);
-  std::vector<double> E = selected_logits(in, keys);
-  for (std::size_t i = 0; i < N; ++i)
-    for (std::size_t j = 0; j < Kc; ++j) E[i * Kc + j] = std::exp(E[i * Kc + j] - row_max[i]);
+  const std::vector<double> E = omp_exp_scores(in, row_max, key_count);
   return omp_order(E.data(), in.n_queries, key_count, target.data(), steps).order;
+}
+
+std::vector<int> omp_select(const double* E, int n, int T, const double* z, int t, const OmpOptions& options) {
+  if (n < 0 || T < 0) throw Error(fmt::format("omp: negative size ({} x {})", n, T));
+  if (t < 0 || t > T) throw Error(fmt::format("omp: cannot select {} of {} keys", t, T));
+  const std::size_t N = static_cast<std::size_t>(n), TT = static_cast<std::size_t>(T);
+  for (std::size_t i = 0; i < N * TT; ++i)
+    if (!std::isfinite(E[i])) throw Error(fmt::format("omp: exp-score entry {} is not finite", i));
+  for (std::size_t i = 0; i < N; ++i)
+    if (!std::isfinite(z[i])) throw Error(fmt::format("omp: target entry {} is not finite", i));
+  if (t == 0) return {};
+  const double w_floor = std::exp(options.nnls.lo);
+  std::vector<int> sel;
+  std::vector<double> w, current(N, 0.0), r(N), corr(TT), M;
+  std::vector<char> taken(TT, 0), excluded(TT, 0);
+  auto gather = [&] {  // M = E[:, sel] [n, |sel|]
+    const std::size_t k = sel.size();
+    M.resize(N * k);
+    for (std::size_t i = 0; i < N; ++i)
+      for (std::size_t c = 0; c < k; ++c) M[i * k + c] = E[i * TT + static_cast<std::size_t>(sel[c])];
+  };
+  auto refit = [&] {
+    gather();
+    const int k = static_cast<int>(sel.size());
+    w = options.refit == OmpRefit::Exact ? nnls_active_set(M.data(), n, k, z) : bounded_nnls(M.data(), n, k, z, options.nnls);
+  };
+  auto update_current = [&] {  // current = M w
+    const std::size_t k = sel.size();
+    for (std::size_t i = 0; i < N; ++i) {
+      double acc = 0.0;
+      for (std::size_t c = 0; c < k; ++c) acc += M[i * k + c] * w[c];
+      current[i] = acc;
+    }
+  };
+  bool have_previous = false;
+  int iteration = 0, rounds = 0;
+  while (true) {
+    if (static_cast<int>(sel.size()) < t) {
+      for (std::size_t i = 0; i < N; ++i) r[i] = z[i] - current[i];
+      if (n > 0) cblas_dgemv(CblasRowMajor, CblasTrans, n, T, 1.0, E, T, r.data(), 1, 0.0, corr.data(), 1);
+      const int have = static_cast<int>(sel.size());
+      int per_step = 1, interval = 1;
+      if (options.progressive) {
+        if (have >= 1500) per_step = 4, interval = 2;
+        else if (have >= 300) per_step = 2, interval = 2;
+      }
+      std::vector<int> candidates;
+      for (std::size_t c = 0; c < TT; ++c)
+        if (!taken[c] && !excluded[c]) candidates.push_back(static_cast<int>(c));
+      const int pick = std::min({per_step, static_cast<int>(candidates.size()), t - have});
+      if (pick == 0) break;  // keys ran out (drops excluded them)
+      std::partial_sort(candidates.begin(), candidates.begin() + pick, candidates.end(), [&](int a, int b) {
+        return corr[static_cast<std::size_t>(a)] > corr[static_cast<std::size_t>(b)] ||
+               (corr[static_cast<std::size_t>(a)] == corr[static_cast<std::size_t>(b)] && a < b);
+      });
+      for (int q = 0; q < pick; ++q) {
+        sel.push_back(candidates[static_cast<std::size_t>(q)]);
+        taken[static_cast<std::size_t>(candidates[static_cast<std::size_t>(q)])] = 1;
+      }
+      if (!have_previous || iteration % interval == 0) {
+        refit();
+      } else {  // the paper's lazy step: previous weights, e^lo for the new keys
+        gather();
+        w.resize(sel.size(), w_floor);
+      }
+      have_previous = true;
+      update_current();
+      ++iteration;
+    } else if (options.drop_below) {
+      if (++rounds > 3) break;
+      refit();
+      std::vector<int> kept;
+      std::vector<double> kept_w;
+      for (std::size_t c = 0; c < sel.size(); ++c) {
+        if (std::log(w[c]) < *options.drop_below) {
+          excluded[static_cast<std::size_t>(sel[c])] = 1;
+          taken[static_cast<std::size_t>(sel[c])] = 0;
+        } else {
+          kept.push_back(sel[c]);
+        }
+      }
+      if (kept.size() == sel.size()) break;  // stable
+      sel = kept;
+      if (sel.empty()) {
+        w.clear();
+        std::fill(current.begin(), current.end(), 0.0);
+      } else {
+        refit();
+        update_current();
+      }
+      have_previous = false;
+      ++iteration;
+    } else {
+      break;
+    }
+  }
+  std::sort(sel.begin(), sel.end());
+  return sel;
 }
 
 }  // namespace kvcompact

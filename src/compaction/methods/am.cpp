@@ -15,6 +15,14 @@ const std::vector<MethodOption>& selection_options() {
        "key selection: highest attention, or orthogonal matching pursuit on\nthe attention mass with NNLS refits (default attn)"},
       {"score", "rms|mean|max", "attn: per-key score over the reference queries (default rms)"},
       {"pool", "none|avg:K|max:K", "attn: 1-D pooling of the scores, K odd (default none)"},
+      {"refit", "exact|bounded",
+       "omp: weights refit after each pick by exact NNLS, or by the beta fit's\nbounded NNLS (lo, hi, iters) as "
+       "the paper's OMPCompaction (default exact)"},
+      {"schedule", "single|progressive",
+       "omp: one key per step, or the paper's progressive schedule (1 key/step\nbelow 300 keys, 2 below 1500, "
+       "then 4; refits every 2nd step above 300)\n(default single)"},
+      {"drop", "X", "omp: after t keys, drop keys with beta below X nats and pick\nreplacements, <= 3 rounds (the paper "
+                    "uses -7; default off)"},
   };
   return o;
 }
@@ -71,6 +79,13 @@ void parse_selection(const MethodSettings& s, AttentionMatchingOptions& o) {
                                        {{"rms", SelectionScore::Rms}, {"mean", SelectionScore::Mean}, {"max", SelectionScore::Max}});
   if (s.has("pool")) o.pool = s.pool("pool");
   if (s.has("recent")) o.recent = s.integer("recent", "N", 0, 1 << 30);
+  for (const char* key : {"refit", "schedule", "drop"})
+    if (s.has(key) && o.selector != KeySelector::Omp) s.fail(fmt::format("key '{}' applies only to select=omp", key));
+  if (s.has("refit"))
+    o.omp_refit = s.choice<OmpRefit>("refit", "exact|bounded", {{"exact", OmpRefit::Exact}, {"bounded", OmpRefit::Bounded}});
+  if (s.has("schedule"))
+    o.omp_progressive = s.choice<bool>("schedule", "single|progressive", {{"single", false}, {"progressive", true}});
+  if (s.has("drop")) o.omp_drop = s.number("drop", "X");
 }
 
 std::shared_ptr<const Method> make_am(const MethodSettings& s) {
@@ -139,6 +154,10 @@ std::vector<std::string> AmMethod::settings() const {
   if (o.selector == KeySelector::Attention) {
     if (o.score != d.score) items.push_back("score=" + selection_score_name(o.score));
     if (!(o.pool == d.pool)) items.push_back("pool=" + pooling_name(o.pool));
+  } else {
+    if (o.omp_refit != d.omp_refit) items.push_back("refit=bounded");
+    if (o.omp_progressive) items.push_back("schedule=progressive");
+    if (o.omp_drop) items.push_back(format_setting("drop", *o.omp_drop));
   }
   if (fit_) {
     if (o.beta != d.beta) items.push_back("beta=" + beta_fit_name(o.beta));
