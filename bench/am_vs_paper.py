@@ -52,17 +52,22 @@ def random_head(T, n, d, seed):
     K = rng.standard_normal((T, d), dtype=np.float32)
     V = rng.standard_normal((T, d), dtype=np.float32)
     Q = (2.0 * rng.standard_normal((n, d))).astype(np.float32)
-    return f"random {T}x{n}x{d}", K, V, Q
+    return f"random {T}x{n}x{d}", K, V, Q, None
 
 
 def dumped_heads(folder, limit):
+    """The dump's heads with the budget t each was compacted to (read before anything is printed)."""
     man_path = os.path.join(folder, "manifest.json")
     if not os.path.exists(man_path):
         fail(f"{man_path}: missing (run `kvcompact compact ... --dump-heads {folder}`)")
     heads = json.load(open(man_path))["heads"]
-    for h in heads[: limit] if limit > 0 else heads:
-        base = os.path.join(folder, f"L{h['layer']}H{h['kv_head']}_")
-        yield (f"L{h['layer']}H{h['kv_head']}",) + tuple(np.load(base + k + ".npy") for k in "KVQ")
+    heads = heads[: limit] if limit > 0 else heads
+
+    def load():
+        for h in heads:
+            base = os.path.join(folder, f"L{h['layer']}H{h['kv_head']}_")
+            yield (f"L{h['layer']}H{h['kv_head']}",) + tuple(np.load(base + k + ".npy") for k in "KVQ") + (h["t"],)
+    return load()
 
 
 def rel(a, b):
@@ -78,11 +83,14 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--dump", default="", help="time the heads of a `compact --dump-heads` folder instead")
-    ap.add_argument("--heads", type=int, default=0, help="with --dump: the first N heads only (0 = all)")
+    ap.add_argument("--heads", type=int, default=0, help="with --dump: the first N heads only (0 = all); each head is "
+                    "compacted to the t the dump records, --shapes and --ratio do not apply")
     ap.add_argument("--out-json", default="")
     a = ap.parse_args()
     if not 0.0 < a.ratio <= 1.0:
         fail(f"--ratio {a.ratio} is outside (0, 1]")
+    if a.heads < 0:
+        fail(f"--heads {a.heads}: give N >= 1, or 0 for all heads")
     if a.runs < 1 or a.threads < 1:
         fail("--runs and --threads must be >= 1")
     if not os.path.isdir(os.path.join(a.paper, "compaction", "algorithms")):
@@ -109,10 +117,11 @@ def main():
     print(f"{'head':<26} {'T':>5} {'n':>6} {'d':>4} {'t':>5} {'same keys':>11} {'beta rel':>9} {'C2 rel':>9} "
           f"{'kvc s':>8} {'paper s':>8} {'paper/kvc':>9}")
     rows = []
-    for name, K, V, Q in heads:
+    for name, K, V, Q, t in heads:
         T, d = K.shape
         n = Q.shape[0]
-        t = kvcompact.kept_entries(a.ratio, T)
+        if t is None:
+            t = kvcompact.kept_entries(a.ratio, T)
         Kt, Vt, Qt = (torch.from_numpy(np.ascontiguousarray(x)) for x in (K, V, Q))
         kvcompact.compact_head(K, V, Q, t=t, method="am")  # warm-up on both sides (not timed)
         algo.compute_compacted_cache(Kt, Vt, Qt, t)

@@ -66,6 +66,16 @@ def main():
         from compaction.algorithms.omp import DEFAULT_PROGRESSIVE_SCHEDULE
         algo = OMPCompaction(nnls_iters=0, nnls_upper_bound=math.exp(7), drop_key_beta_cutoff=-7,
                              c2_method="lsq", progressive_schedule=DEFAULT_PROGRESSIVE_SCHEDULE)
+    if a.heads < 0:
+        fail(f"--heads {a.heads}: give N >= 1, or 0 for all heads")
+    spec = man.get("method", "")
+    want = {"am": lambda m: m.startswith("am") and "select=omp" not in m,
+            "omp": lambda m: "select=omp" in m and "refit=bounded" in m and "drop=" not in m,
+            "omp-best": lambda m: "select=omp" in m and "refit=bounded" in m and "drop=-7" in m
+                                  and "schedule=progressive" in m and "iters=0" in m and "hi=7" in m}[a.algo]
+    if not want(spec):
+        fail(f"{man_path}: the dump is of method '{spec}', which does not run the configuration --algo {a.algo} "
+             f"compares against (see the usage lines at the top of this script)")
     heads = man["heads"][: a.heads] if a.heads > 0 else man["heads"]
     rows = []
     print(f"method {man['method']} (kvcompact) vs paper's {type(algo).__name__}, ratio {man['ratio']}")

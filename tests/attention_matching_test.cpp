@@ -227,6 +227,22 @@ TEST(AttentionMatchingVariants, RecentWindowIsVerbatim) {
   }
 }
 
+TEST(AttentionMatchingVariants, KeysThatWouldOverflowFloat32LogitsAreAClearError) {
+  // Keys scaled by 1e20 give logits whose float32 rounding alone exceeds exp's range (the fit would
+  // see Inf and NaN): refused up front, naming the sizes. A scale of 1e3 is still fine.
+  Head h = random_head(40, 16, 8, 900);
+  for (float& x : h.K) x *= 1e3f;
+  EXPECT_NO_THROW(compact_attention_matching(h.in(), 4));
+  for (float& x : h.K) x *= 1e17f;
+  try {
+    compact_attention_matching(h.in(), 4);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("overflow float32"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("max |K|"), std::string::npos) << e.what();
+  }
+}
+
 TEST(AttentionMatchingVariants, RecentWindowMassTargetIsThePrefixMass) {
   // With every prefix key kept and exact NNLS, the fitted weights reproduce the prefix mass, so the
   // compacted head's total mass equals the original Z_i (window entries contribute their own).

@@ -126,6 +126,8 @@ TEST(MethodSpec, BadSpecsNameTheTokenAndTheValidChoices) {
   expect_error("am:drop=-7", {"drop", "select=omp"});
   expect_error("am:select=omp,schedule=fast", {"'fast'", "single, progressive"});
   expect_error("am:select=omp,refit=pg", {"'pg'", "exact, bounded"});
+  expect_error("am:select=omp,refit=bounded,drop=3", {"drop", "hi"});
+  expect_error("attn-nofit:select=omp,drop=-7", {"'drop'"});
   expect_error("am:beta=nnls-exact,iters=3", {"iters", "nnls-pg"});
   expect_error("am:beta=zero,lo=-1", {"lo"});
   expect_error("am:lo=2,hi=1", {"lo", "hi"});

@@ -54,6 +54,20 @@ AttentionMatcher::AttentionMatcher(const HeadCompactionInput& in, const Attentio
   stats_.T = T;
   stats_.head_dim = in_.head_dim;
   if (T == 0 || n == 0) return;
+  // The float32 path: |s q . k| <= sqrt(d) max|q| max|k| =: B, and a float32 logit is off by up to
+  // ~B * 6e-8 nats, so past B = 1e8 exp(S - m) can be off by e^6 or overflow (real heads: B < 1e6).
+  auto max_abs = [](const float* p, std::size_t count) {
+    float m = 0.0f;
+    for (std::size_t i = 0; i < count; ++i) m = std::max(m, std::fabs(p[i]));
+    return static_cast<double>(m);
+  };
+  const std::size_t D = static_cast<std::size_t>(in_.head_dim);
+  const double qmax = max_abs(in_.queries, static_cast<std::size_t>(n) * D),
+               kmax = max_abs(in_.keys, static_cast<std::size_t>(T) * D);
+  if (qmax * kmax * std::sqrt(static_cast<double>(in_.head_dim)) > 1e8)
+    throw Error(fmt::format("attention matching: logits may overflow float32 or lose all precision (max |Q| = {:g}, "
+                            "max |K| = {:g}, head_dim {}): rescale the queries or keys",
+                            qmax, kmax, in_.head_dim));
   stats_ = compute_head_attention_f32(in_);
   const std::size_t N = static_cast<std::size_t>(n);
   if (prefix_ == T) {

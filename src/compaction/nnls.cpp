@@ -75,21 +75,53 @@ double spectral_norm_squared(const double* M, int rows, int cols) {
   return largest_eigenvalue(gram(M, rows, cols), cols);
 }
 
-std::vector<double> bounded_nnls(const double* M, int rows, int cols, const double* z,
-                                 const NnlsOptions& options) {
+namespace {
+
+void check_options(const NnlsOptions& options) {
   if (options.iters < 0)
     throw Error(fmt::format("nnls: iters {} is negative", options.iters));
   if (!std::isfinite(options.lo) || !std::isfinite(options.hi) || options.lo > options.hi)
     throw Error(fmt::format("nnls: bounds [{}, {}] on log-weights are not a finite interval",
                             options.lo, options.hi));
+}
+
+}  // namespace
+
+std::vector<double> bounded_nnls_gram(const double* G, const double* b, int cols, std::vector<double> w,
+                                      const NnlsOptions& options) {
+  check_options(options);
+  if (cols < 0) throw Error(fmt::format("nnls: negative size ({} columns)", cols));
+  const std::size_t C = static_cast<std::size_t>(cols);
+  if (w.size() != C) throw Error(fmt::format("nnls: start has {} entries for {} columns", w.size(), cols));
+  check_matrix(G, cols, cols, "nnls Gram");
+  check_matrix(b, cols, 1, "nnls M^T z");
+  check_matrix(w.data(), cols, 1, "nnls start");
+  const double wlo = std::exp(options.lo), whi = std::exp(options.hi);
+  auto clip = [&](std::vector<double>& v) {
+    for (double& x : v) x = std::clamp(x, wlo, whi);
+  };
+  clip(w);
+  if (options.iters == 0 || cols == 0) return w;
+  const std::vector<double> Gv(G, G + C * C);
+  const double L = largest_eigenvalue(Gv, cols);
+  if (L <= 0.0) return w;  // M == 0: every w is optimal; keep the clipped start.
+  const double step = 1.0 / L;
+  std::vector<double> g(C);
+  for (int it = 0; it < options.iters; ++it) {
+    g.assign(b, b + C);
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, cols, cols, 1.0, G, cols, w.data(), 1, -1.0, g.data(), 1);
+    for (std::size_t j = 0; j < C; ++j) w[j] -= step * g[j];
+    clip(w);
+  }
+  return w;
+}
+
+std::vector<double> bounded_nnls(const double* M, int rows, int cols, const double* z,
+                                 const NnlsOptions& options) {
+  check_options(options);
   check_matrix(M, rows, cols, "nnls");
   check_matrix(z, rows, 1, "nnls target");
   const std::size_t C = static_cast<std::size_t>(cols);
-  const double wlo = std::exp(options.lo), whi = std::exp(options.hi);
-  auto clip = [&](std::vector<double>& w) {
-    for (double& x : w) x = std::clamp(x, wlo, whi);
-  };
-
   if (cols == 0) return {};
   // G = M^T M and b = M^T z: the projected gradient's G w - b, and the normal equations of the
   // unconstrained start when G is well conditioned (else dgelsd / QR on M itself).
@@ -99,20 +131,7 @@ std::vector<double> bounded_nnls(const double* M, int rows, int cols, const doub
   std::optional<std::vector<double>> start = rows >= cols ? solve_normal_equations(G.data(), cols, b.data(), 1)
                                                           : std::nullopt;
   std::vector<double> w = start ? std::move(*start) : solve_least_squares(M, rows, cols, z, 1, options.rcond);
-  clip(w);
-  if (options.iters == 0) return w;
-  const double L = largest_eigenvalue(G, cols);
-  if (L <= 0.0) return w;  // M == 0: every w is optimal; keep the clipped start.
-  const double step = 1.0 / L;
-  std::vector<double> g(C);
-  for (int it = 0; it < options.iters; ++it) {
-    g = b;
-    cblas_dgemv(CblasRowMajor, CblasNoTrans, cols, cols, 1.0, G.data(), cols, w.data(), 1, -1.0,
-                g.data(), 1);
-    for (std::size_t j = 0; j < C; ++j) w[j] -= step * g[j];
-    clip(w);
-  }
-  return w;
+  return bounded_nnls_gram(G.data(), b.data(), cols, std::move(w), options);
 }
 
 }  // namespace kvcompact

@@ -28,4 +28,12 @@ double spectral_norm_squared(const double* M, int rows, int cols);
 std::vector<double> bounded_nnls(const double* M, int rows, int cols, const double* z,
                                  const NnlsOptions& options = {});
 
+/// The same fit from the normal equations: G = M^T M [cols, cols] (row-major, both triangles),
+/// b = M^T z [cols] and `start`, the unconstrained least-squares solution [cols] (bounded_nnls
+/// computes it from G when well conditioned, else from M). Clips the start to [e^lo, e^hi], then
+/// runs the `iters` projected-gradient steps. Lets a caller that grows G one column at a time (the
+/// paper's OMP loop) refit without M. Throws Error on bad options, sizes or non-finite input.
+std::vector<double> bounded_nnls_gram(const double* G, const double* b, int cols, std::vector<double> start,
+                                      const NnlsOptions& options = {});
+
 }  // namespace kvcompact

@@ -5,11 +5,13 @@
 #include <cmath>
 #include <cstddef>
 #include <numeric>
+#include <optional>
 
 #include <cblas.h>
 #include <fmt/format.h>
 
 #include "compaction/head_attention.h"
+#include "compaction/least_squares.h"
 #include "core/error.h"
 
 namespace kvcompact {
@@ -108,27 +110,62 @@ std::vector<int> omp_select(const double* E, int n, int T, const double* z, int 
     if (!std::isfinite(z[i])) throw Error(fmt::format("omp: target entry {} is not finite", i));
   if (t == 0) return {};
   const double w_floor = std::exp(options.nnls.lo);
+  // The selected columns of E, their Gram matrix G = E_S^T E_S [k, k] and b = E_S^T z [k], grown
+  // one column at a time (O(n k) per pick) instead of refitting from a gathered [n, k] matrix.
   std::vector<int> sel;
-  std::vector<double> w, current(N, 0.0), r(N), corr(TT), M;
+  std::vector<std::vector<double>> cols;
+  std::vector<double> G, b, w, current(N, 0.0), r(N), corr(TT);
   std::vector<char> taken(TT, 0), excluded(TT, 0);
-  auto gather = [&] {  // M = E[:, sel] [n, |sel|]
-    const std::size_t k = sel.size();
-    M.resize(N * k);
-    for (std::size_t i = 0; i < N; ++i)
-      for (std::size_t c = 0; c < k; ++c) M[i * k + c] = E[i * TT + static_cast<std::size_t>(sel[c])];
+  auto add_key = [&](int j) {
+    const std::size_t k = sel.size(), m = k + 1;
+    std::vector<double> col(N);
+    for (std::size_t i = 0; i < N; ++i) col[i] = E[i * TT + static_cast<std::size_t>(j)];
+    std::vector<double> g(m * m);
+    for (std::size_t a = 0; a < k; ++a)
+      for (std::size_t c = 0; c < k; ++c) g[a * m + c] = G[a * k + c];
+    for (std::size_t a = 0; a < k; ++a)
+      g[a * m + k] = g[k * m + a] = std::inner_product(cols[a].begin(), cols[a].end(), col.begin(), 0.0);
+    g[k * m + k] = std::inner_product(col.begin(), col.end(), col.begin(), 0.0);
+    G.swap(g);
+    b.push_back(std::inner_product(col.begin(), col.end(), z, 0.0));
+    cols.push_back(std::move(col));
+    sel.push_back(j);
+    taken[static_cast<std::size_t>(j)] = 1;
+  };
+  auto keep_only = [&](const std::vector<std::size_t>& keep) {  // positions into sel, ascending
+    const std::size_t k = sel.size(), m = keep.size();
+    std::vector<double> g(m * m), nb(m);
+    std::vector<int> nsel(m);
+    std::vector<std::vector<double>> ncols(m);
+    for (std::size_t a = 0; a < m; ++a) {
+      for (std::size_t c = 0; c < m; ++c) g[a * m + c] = G[keep[a] * k + keep[c]];
+      nb[a] = b[keep[a]];
+      nsel[a] = sel[keep[a]];
+      ncols[a] = std::move(cols[keep[a]]);
+    }
+    G.swap(g), b.swap(nb), sel.swap(nsel), cols.swap(ncols);
   };
   auto refit = [&] {
-    gather();
     const int k = static_cast<int>(sel.size());
-    w = options.refit == OmpRefit::Exact ? nnls_active_set(M.data(), n, k, z) : bounded_nnls(M.data(), n, k, z, options.nnls);
-  };
-  auto update_current = [&] {  // current = M w
-    const std::size_t k = sel.size();
-    for (std::size_t i = 0; i < N; ++i) {
-      double acc = 0.0;
-      for (std::size_t c = 0; c < k; ++c) acc += M[i * k + c] * w[c];
-      current[i] = acc;
+    const std::size_t K = sel.size();
+    if (options.refit == OmpRefit::Exact) {
+      w = nnls_active_set_gram(G.data(), b.data(), k, std::vector<double>(K, 1.0));
+      return;
     }
+    std::optional<std::vector<double>> start = n >= k ? solve_normal_equations(G.data(), k, b.data(), 1) : std::nullopt;
+    if (!start) {  // ill-conditioned: least squares on the gathered columns
+      std::vector<double> M(N * K);
+      for (std::size_t i = 0; i < N; ++i)
+        for (std::size_t c = 0; c < K; ++c) M[i * K + c] = cols[c][i];
+      start = solve_least_squares(M.data(), n, k, z, 1, options.nnls.rcond);
+    }
+    w = bounded_nnls_gram(G.data(), b.data(), k, std::move(*start), options.nnls);
+  };
+  auto update_current = [&] {  // current = E_S w
+    std::fill(current.begin(), current.end(), 0.0);
+    for (std::size_t c = 0; c < sel.size(); ++c)
+      if (w[c] != 0.0)
+        for (std::size_t i = 0; i < N; ++i) current[i] += w[c] * cols[c][i];
   };
   bool have_previous = false;
   int iteration = 0, rounds = 0;
@@ -151,14 +188,10 @@ std::vector<int> omp_select(const double* E, int n, int T, const double* z, int 
         return corr[static_cast<std::size_t>(a)] > corr[static_cast<std::size_t>(b)] ||
                (corr[static_cast<std::size_t>(a)] == corr[static_cast<std::size_t>(b)] && a < b);
       });
-      for (int q = 0; q < pick; ++q) {
-        sel.push_back(candidates[static_cast<std::size_t>(q)]);
-        taken[static_cast<std::size_t>(candidates[static_cast<std::size_t>(q)])] = 1;
-      }
+      for (int q = 0; q < pick; ++q) add_key(candidates[static_cast<std::size_t>(q)]);
       if (!have_previous || iteration % interval == 0) {
         refit();
       } else {  // the paper's lazy step: previous weights, e^lo for the new keys
-        gather();
         w.resize(sel.size(), w_floor);
       }
       have_previous = true;
@@ -167,18 +200,17 @@ std::vector<int> omp_select(const double* E, int n, int T, const double* z, int 
     } else if (options.drop_below) {
       if (++rounds > 3) break;
       refit();
-      std::vector<int> kept;
-      std::vector<double> kept_w;
+      std::vector<std::size_t> keep;
       for (std::size_t c = 0; c < sel.size(); ++c) {
         if (std::log(w[c]) < *options.drop_below) {
           excluded[static_cast<std::size_t>(sel[c])] = 1;
           taken[static_cast<std::size_t>(sel[c])] = 0;
         } else {
-          kept.push_back(sel[c]);
+          keep.push_back(c);
         }
       }
-      if (kept.size() == sel.size()) break;  // stable
-      sel = kept;
+      if (keep.size() == sel.size()) break;  // stable
+      keep_only(keep);
       if (sel.empty()) {
         w.clear();
         std::fill(current.begin(), current.end(), 0.0);

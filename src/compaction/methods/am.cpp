@@ -15,14 +15,23 @@ const std::vector<MethodOption>& selection_options() {
        "key selection: highest attention, or orthogonal matching pursuit on\nthe attention mass with NNLS refits (default attn)"},
       {"score", "rms|mean|max", "attn: per-key score over the reference queries (default rms)"},
       {"pool", "none|avg:K|max:K", "attn: 1-D pooling of the scores, K odd (default none)"},
+  };
+  return o;
+}
+
+/// The am-only OMP keys: they refit weights that attn-nofit never fits.
+const std::vector<MethodOption>& omp_fit_options() {
+  static const std::vector<MethodOption> o = {
       {"refit", "exact|bounded",
        "omp: weights refit after each pick by exact NNLS, or by the beta fit's\nbounded NNLS (lo, hi, iters) as "
        "the paper's OMPCompaction (default exact)"},
       {"schedule", "single|progressive",
        "omp: one key per step, or the paper's progressive schedule (1 key/step\nbelow 300 keys, 2 below 1500, "
        "then 4; refits every 2nd step above 300)\n(default single)"},
-      {"drop", "X", "omp: after t keys, drop keys with beta below X nats and pick\nreplacements, <= 3 rounds (the paper "
-                    "uses -7; default off)"},
+      {"drop", "X",
+       "omp: once t keys are picked, drop those whose refit log-weight (beta)\nis below X nats, exclude them and pick "
+       "replacements, <= 3 rounds\n(the paper uses -7; X < hi with refit=bounded; when the keys run\nout the latest "
+       "unselected ones fill the budget; default off)"},
   };
   return o;
 }
@@ -42,6 +51,7 @@ const MethodInfo& am_info() {
   static const MethodInfo info = [] {
     MethodInfo i{"am", "Attention Matching (arXiv 2602.16284): keep t keys, fit beta (mass) and C2 (output)", {}};
     i.options = selection_options();
+    for (const MethodOption& m : omp_fit_options()) i.options.push_back(m);
     i.options.push_back({"beta", "nnls-pg|nnls-exact|zero",
                          "mass fit: bounded NNLS by projected gradient, exact Lawson-Hanson\nNNLS clipped to [e^lo, "
                          "e^hi], or beta = 0 (default nnls-pg)"});
@@ -79,13 +89,21 @@ void parse_selection(const MethodSettings& s, AttentionMatchingOptions& o) {
                                        {{"rms", SelectionScore::Rms}, {"mean", SelectionScore::Mean}, {"max", SelectionScore::Max}});
   if (s.has("pool")) o.pool = s.pool("pool");
   if (s.has("recent")) o.recent = s.integer("recent", "N", 0, 1 << 30);
+}
+
+/// The am-only OMP keys (refit, schedule, drop); needs o.nnls parsed first (drop < hi).
+void parse_omp_fit(const MethodSettings& s, AttentionMatchingOptions& o) {
   for (const char* key : {"refit", "schedule", "drop"})
     if (s.has(key) && o.selector != KeySelector::Omp) s.fail(fmt::format("key '{}' applies only to select=omp", key));
   if (s.has("refit"))
     o.omp_refit = s.choice<OmpRefit>("refit", "exact|bounded", {{"exact", OmpRefit::Exact}, {"bounded", OmpRefit::Bounded}});
   if (s.has("schedule"))
     o.omp_progressive = s.choice<bool>("schedule", "single|progressive", {{"single", false}, {"progressive", true}});
-  if (s.has("drop")) o.omp_drop = s.number("drop", "X");
+  if (s.has("drop")) {
+    o.omp_drop = s.number("drop", "X");
+    if (o.omp_refit == OmpRefit::Bounded && *o.omp_drop >= o.nnls.hi)
+      s.fail(fmt::format("drop = {} is not below hi = {}: every refit weight would be dropped", *o.omp_drop, o.nnls.hi));
+  }
 }
 
 std::shared_ptr<const Method> make_am(const MethodSettings& s) {
@@ -101,6 +119,7 @@ std::shared_ptr<const Method> make_am(const MethodSettings& s) {
   if (s.has("lo")) o.nnls.lo = s.number("lo", "X");
   if (s.has("hi")) o.nnls.hi = s.number("hi", "X");
   if (o.nnls.lo > o.nnls.hi) s.fail(fmt::format("lo = {} is above hi = {}", o.nnls.lo, o.nnls.hi));
+  parse_omp_fit(s, o);
   if (s.has("c2")) {
     const std::vector<std::string>& a = s.args("c2");
     s.arity("c2", 1, 3, "lsq|direct|ridge[:LAMBDA[:sigma|fro|fixed]]");
