@@ -76,23 +76,36 @@ void validate_head_input(const HeadCompactionInput& in, const char* where) {
   if (n > 0) check_finite(in.queries, n * d, where, "Q");
 }
 
-HeadAttentionStats compute_head_attention(const HeadCompactionInput& in) {
+namespace {
+
+// Validates the input (and T > 0 when there are queries) and returns its statistics zeroed, sized
+// [n] / [n, d] / [T].
+HeadAttentionStats zero_stats(const HeadCompactionInput& in) {
   validate_head_input(in, "attention statistics");
   if (in.T == 0 && in.n_queries > 0)
     throw Error("attention statistics: context is empty (T = 0), softmax over no keys");
-  const int n = in.n_queries, T = in.T, d = in.head_dim;
-  const std::size_t N = static_cast<std::size_t>(n), TT = static_cast<std::size_t>(T),
-                    D = static_cast<std::size_t>(d);
+  const std::size_t N = static_cast<std::size_t>(in.n_queries), TT = static_cast<std::size_t>(in.T),
+                    D = static_cast<std::size_t>(in.head_dim);
   HeadAttentionStats st;
-  st.n_queries = n;
-  st.T = T;
-  st.head_dim = d;
+  st.n_queries = in.n_queries;
+  st.T = in.T;
+  st.head_dim = in.head_dim;
   st.row_max.assign(N, 0.0);
   st.mass.assign(N, 0.0);
   st.output.assign(N * D, 0.0);
   st.attn_sum.assign(TT, 0.0);
   st.attn_sumsq.assign(TT, 0.0);
   st.attn_max.assign(TT, 0.0);
+  return st;
+}
+
+}  // namespace
+
+HeadAttentionStats compute_head_attention(const HeadCompactionInput& in) {
+  HeadAttentionStats st = zero_stats(in);
+  const int n = in.n_queries, T = in.T, d = in.head_dim;
+  const std::size_t N = static_cast<std::size_t>(n), TT = static_cast<std::size_t>(T),
+                    D = static_cast<std::size_t>(d);
   if (n == 0) return st;
 
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
@@ -130,22 +143,10 @@ HeadAttentionStats compute_head_attention(const HeadCompactionInput& in) {
 }
 
 HeadAttentionStats compute_head_attention_f32(const HeadCompactionInput& in) {
-  validate_head_input(in, "attention statistics");
-  if (in.T == 0 && in.n_queries > 0)
-    throw Error("attention statistics: context is empty (T = 0), softmax over no keys");
+  HeadAttentionStats st = zero_stats(in);
   const int n = in.n_queries, T = in.T, d = in.head_dim;
   const std::size_t N = static_cast<std::size_t>(n), TT = static_cast<std::size_t>(T),
                     D = static_cast<std::size_t>(d);
-  HeadAttentionStats st;
-  st.n_queries = n;
-  st.T = T;
-  st.head_dim = d;
-  st.row_max.assign(N, 0.0);
-  st.mass.assign(N, 0.0);
-  st.output.assign(N * D, 0.0);
-  st.attn_sum.assign(TT, 0.0);
-  st.attn_sumsq.assign(TT, 0.0);
-  st.attn_max.assign(TT, 0.0);
   if (n == 0) return st;
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
