@@ -112,9 +112,11 @@ def main():
     tk = sum(r["kvcompact_seconds"] for r in rows); tp = sum(r["paper_seconds"] for r in rows)
     same = sum(r["same_keys"] for r in rows); tot = sum(r["t"] for r in rows)
     full = sum(1 for r in rows if r["same_keys"] == r["t"])
+    same_c2 = [r["c2_rel"] for r in rows if r["same_keys"] == r["t"]]
+    same_text = f"{max(same_c2):.2e}" if same_c2 else "no such head"
     print(f"\n{n} heads: {full} with identical key sets, {same}/{tot} keys shared; max beta rel "
           f"{max(r['beta_rel'] for r in rows):.2e}, max C2 rel {max(r['c2_rel'] for r in rows):.2e} (heads with "
-          f"identical keys: {max([r['c2_rel'] for r in rows if r['same_keys'] == r['t']] or [float('nan')]):.2e}); "
+          f"identical keys: {same_text}); "
           f"time per head kvcompact {tk / n:.4f} s, paper {tp / n:.4f} s (ratio {tp / max(tk, 1e-12):.2f}); "
           f"load average {os.getloadavg()[0]:.1f}")
     if a.out_json:
