@@ -196,12 +196,8 @@ CompactedHead AttentionMatcher::fit(const std::vector<int>& selected) const {
     if (!row_weight_.empty()) weighted = out_target_;
     std::vector<float> fbeta(beta.begin(), beta.end());
     for (std::size_t i = 0; i < N; ++i) {
-      float m = -std::numeric_limits<float>::infinity();
-      for (std::size_t j = 0; j < K; ++j) {
-        row[j] = logits[i * K + j] + fbeta[j];
-        m = std::max(m, row[j]);
-      }
-      const double z = exp_shifted_sum(row.data(), K, m);
+      for (std::size_t j = 0; j < K; ++j) row[j] = logits[i * K + j] + fbeta[j];
+      const double z = exp_shifted_sum(row.data(), K, max_value(row.data(), K));
       const double a = row_weight_.empty() ? 1.0 : row_weight_[i];
       double* p = buf.data() + i * K;
       for (std::size_t j = 0; j < K; ++j) p[j] = row[j] * (a / z);

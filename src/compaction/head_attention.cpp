@@ -99,6 +99,20 @@ HeadAttentionStats zero_stats(const HeadCompactionInput& in) {
   return st;
 }
 
+// C1 = K[selected] [t, d] in the precision of the logits that use it; indices must lie in [0, T).
+template <class Real>
+std::vector<Real> selected_keys(const HeadCompactionInput& in, const std::vector<int>& selected) {
+  const std::size_t t = selected.size(), D = static_cast<std::size_t>(std::max(in.head_dim, 0));
+  std::vector<Real> C1(t * D);
+  for (std::size_t j = 0; j < t; ++j) {
+    const int idx = selected[j];
+    if (idx < 0 || idx >= in.T)
+      throw Error(fmt::format("selected_logits: index {} outside the context [0, {})", idx, in.T));
+    std::copy_n(in.keys + static_cast<std::size_t>(idx) * D, D, C1.data() + j * D);
+  }
+  return C1;
+}
+
 }  // namespace
 
 HeadAttentionStats compute_head_attention(const HeadCompactionInput& in) {
@@ -220,13 +234,7 @@ std::vector<float> selected_logits_f32(const HeadCompactionInput& in, const std:
   const std::size_t t = selected.size(), D = static_cast<std::size_t>(std::max(in.head_dim, 0));
   std::vector<float> out(n * t, 0.0f);
   if (n == 0 || t == 0) return out;
-  std::vector<float> C1(t * D);
-  for (std::size_t j = 0; j < t; ++j) {
-    const int idx = selected[j];
-    if (idx < 0 || idx >= in.T)
-      throw Error(fmt::format("selected_logits: index {} outside the context [0, {})", idx, in.T));
-    std::copy_n(in.keys + static_cast<std::size_t>(idx) * D, D, C1.data() + j * D);
-  }
+  const std::vector<float> C1 = selected_keys<float>(in, selected);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(t),
               static_cast<int>(D), scale, in.queries, static_cast<int>(D), C1.data(),
@@ -239,13 +247,7 @@ std::vector<double> selected_logits(const HeadCompactionInput& in, const std::ve
   const std::size_t t = selected.size(), D = static_cast<std::size_t>(std::max(in.head_dim, 0));
   std::vector<double> out(n * t, 0.0);
   if (n == 0 || t == 0) return out;
-  std::vector<double> C1(t * D);
-  for (std::size_t j = 0; j < t; ++j) {
-    const int idx = selected[j];
-    if (idx < 0 || idx >= in.T)
-      throw Error(fmt::format("selected_logits: index {} outside the context [0, {})", idx, in.T));
-    for (std::size_t c = 0; c < D; ++c) C1[j * D + c] = in.keys[static_cast<std::size_t>(idx) * D + c];
-  }
+  const std::vector<double> C1 = selected_keys<double>(in, selected);
   const std::vector<double> Q = to_double(in.queries, n * D);
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(t),

@@ -43,6 +43,15 @@ bool solve_by_qr(std::vector<double>& a, lapack_int m, lapack_int n, std::vector
 
 }  // namespace
 
+void check_finite_matrix(const double* M, int rows, int cols, const char* what) {
+  if (rows < 0 || cols < 0)
+    throw Error(fmt::format("{}: negative size ({} x {})", what, rows, cols));
+  const std::size_t count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  for (std::size_t i = 0; i < count; ++i)
+    if (!std::isfinite(M[i]))
+      throw Error(fmt::format("{}: matrix entry {} is not finite", what, i));
+}
+
 std::vector<double> solve_least_squares(const double* A, int m, int n, const double* B, int k,
                                         double rcond, int* rank) {
   if (m < 0 || n < 0 || k < 0)

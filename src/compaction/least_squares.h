@@ -6,6 +6,10 @@
 
 namespace kvcompact {
 
+/// Throws Error "WHAT: negative size (r x c)" or "WHAT: matrix entry I is not finite" (I the flat
+/// row-major index) unless M: [rows, cols] has non-negative sizes and only finite entries.
+void check_finite_matrix(const double* M, int rows, int cols, const char* what);
+
 /// Solves min_X ||A X - B||_F in double precision with LAPACK dgelsd (SVD-based; among all
 /// minimisers it returns the one of minimum Frobenius norm, so under-determined and rank-deficient
 /// systems are handled). Singular values below rcond * sigma_max count as zero (rcond < 0: machine

@@ -15,15 +15,6 @@
 namespace kvcompact {
 namespace {
 
-void check_matrix(const double* M, int rows, int cols, const char* what) {
-  if (rows < 0 || cols < 0)
-    throw Error(fmt::format("{}: negative size ({} x {})", what, rows, cols));
-  const std::size_t count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
-  for (std::size_t i = 0; i < count; ++i)
-    if (!std::isfinite(M[i]))
-      throw Error(fmt::format("{}: matrix entry {} is not finite", what, i));
-}
-
 // G = M^T M, [cols, cols] row-major, both triangles filled.
 std::vector<double> gram(const double* M, int rows, int cols) {
   const std::size_t C = static_cast<std::size_t>(cols);
@@ -71,7 +62,7 @@ double largest_eigenvalue(const std::vector<double>& G, int n) {
 }  // namespace
 
 double spectral_norm_squared(const double* M, int rows, int cols) {
-  check_matrix(M, rows, cols, "spectral norm");
+  check_finite_matrix(M, rows, cols, "spectral norm");
   return largest_eigenvalue(gram(M, rows, cols), cols);
 }
 
@@ -93,9 +84,9 @@ std::vector<double> bounded_nnls_gram(const double* G, const double* b, int cols
   if (cols < 0) throw Error(fmt::format("nnls: negative size ({} columns)", cols));
   const std::size_t C = static_cast<std::size_t>(cols);
   if (w.size() != C) throw Error(fmt::format("nnls: start has {} entries for {} columns", w.size(), cols));
-  check_matrix(G, cols, cols, "nnls Gram");
-  check_matrix(b, cols, 1, "nnls M^T z");
-  check_matrix(w.data(), cols, 1, "nnls start");
+  check_finite_matrix(G, cols, cols, "nnls Gram");
+  check_finite_matrix(b, cols, 1, "nnls M^T z");
+  check_finite_matrix(w.data(), cols, 1, "nnls start");
   const double wlo = std::exp(options.lo), whi = std::exp(options.hi);
   auto clip = [&](std::vector<double>& v) {
     for (double& x : v) x = std::clamp(x, wlo, whi);
@@ -119,8 +110,8 @@ std::vector<double> bounded_nnls_gram(const double* G, const double* b, int cols
 std::vector<double> bounded_nnls(const double* M, int rows, int cols, const double* z,
                                  const NnlsOptions& options) {
   check_options(options);
-  check_matrix(M, rows, cols, "nnls");
-  check_matrix(z, rows, 1, "nnls target");
+  check_finite_matrix(M, rows, cols, "nnls");
+  check_finite_matrix(z, rows, 1, "nnls target");
   const std::size_t C = static_cast<std::size_t>(cols);
   if (cols == 0) return {};
   // G = M^T M and b = M^T z: the projected gradient's G w - b, and the normal equations of the

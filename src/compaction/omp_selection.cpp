@@ -15,6 +15,51 @@
 #include "core/error.h"
 
 namespace kvcompact {
+namespace {
+
+// Selected columns of the exp-score matrix E [n, T] with their Gram matrix G = E_S^T E_S [k, k]
+// (row-major) and b = E_S^T z [k], grown one column at a time (O(n k) per column) so that the
+// OMP refits never gather or multiply an [n, k] matrix. Shared by omp_order and omp_select.
+struct SelectedColumns {
+  std::vector<int> keys;                  // column indices of E, in pick order
+  std::vector<std::vector<double>> cols;  // E[:, keys[c]], each [n]
+  std::vector<double> G, b;
+
+  std::size_t size() const { return keys.size(); }
+
+  void add(const double* E, std::size_t n, std::size_t T, int j, const double* z) {
+    const std::size_t k = keys.size(), m = k + 1;
+    std::vector<double> col(n);
+    for (std::size_t i = 0; i < n; ++i) col[i] = E[i * T + static_cast<std::size_t>(j)];
+    std::vector<double> g(m * m, 0.0);
+    for (std::size_t a = 0; a < k; ++a)
+      for (std::size_t c = 0; c < k; ++c) g[a * m + c] = G[a * k + c];
+    for (std::size_t a = 0; a < k; ++a)
+      g[a * m + k] = g[k * m + a] = std::inner_product(cols[a].begin(), cols[a].end(), col.begin(), 0.0);
+    g[k * m + k] = std::inner_product(col.begin(), col.end(), col.begin(), 0.0);
+    G.swap(g);
+    b.push_back(std::inner_product(col.begin(), col.end(), z, 0.0));
+    cols.push_back(std::move(col));
+    keys.push_back(j);
+  }
+
+  // Keeps the columns at `positions` (ascending indices into keys), dropping the rest.
+  void keep_only(const std::vector<std::size_t>& positions) {
+    const std::size_t k = keys.size(), m = positions.size();
+    std::vector<double> g(m * m), nb(m);
+    std::vector<int> nkeys(m);
+    std::vector<std::vector<double>> ncols(m);
+    for (std::size_t a = 0; a < m; ++a) {
+      for (std::size_t c = 0; c < m; ++c) g[a * m + c] = G[positions[a] * k + positions[c]];
+      nb[a] = b[positions[a]];
+      nkeys[a] = keys[positions[a]];
+      ncols[a] = std::move(cols[positions[a]]);
+    }
+    G.swap(g), b.swap(nb), keys.swap(nkeys), cols.swap(ncols);
+  }
+};
+
+}  // namespace
 
 OmpResult omp_order(const double* E, int n, int T, const double* z, int steps,
                     const ActiveSetNnlsOptions& nnls) {
@@ -30,8 +75,8 @@ OmpResult omp_order(const double* E, int n, int T, const double* z, int steps,
   OmpResult res;
   const std::size_t K = static_cast<std::size_t>(steps);
   std::vector<char> chosen(TT, 0);
-  std::vector<double> r(z, z + N), corr(TT, 0.0), col(N), G, Gnew, b, w;
-  std::vector<std::vector<double>> cols;  // selected columns, each [n]
+  std::vector<double> r(z, z + N), corr(TT, 0.0), w;
+  SelectedColumns S;
   for (std::size_t k = 0; k < K; ++k) {
     // corr = E^T r
     if (n > 0)
@@ -40,30 +85,16 @@ OmpResult omp_order(const double* E, int n, int T, const double* z, int steps,
     for (std::size_t c = 0; c < TT; ++c)
       if (!chosen[c] && (j == TT || corr[c] > corr[j])) j = c;
     chosen[j] = 1;
-    res.order.push_back(static_cast<int>(j));
-    for (std::size_t i = 0; i < N; ++i) col[i] = E[i * TT + j];
-    // Grow the Gram matrix of the selected columns and b = E_S^T z by one row/column.
-    const std::size_t m = k + 1;
-    Gnew.assign(m * m, 0.0);
-    for (std::size_t a = 0; a < k; ++a)
-      for (std::size_t c = 0; c < k; ++c) Gnew[a * m + c] = G[a * k + c];
-    for (std::size_t a = 0; a < k; ++a) {
-      const double g = std::inner_product(cols[a].begin(), cols[a].end(), col.begin(), 0.0);
-      Gnew[a * m + k] = g;
-      Gnew[k * m + a] = g;
-    }
-    Gnew[k * m + k] = std::inner_product(col.begin(), col.end(), col.begin(), 0.0);
-    G.swap(Gnew);
-    b.push_back(std::inner_product(col.begin(), col.end(), z, 0.0));
-    cols.push_back(col);
+    S.add(E, N, TT, static_cast<int>(j), z);
     w.push_back(0.0);
-    w = nnls_active_set_gram(G.data(), b.data(), static_cast<int>(m), w, nnls);
+    w = nnls_active_set_gram(S.G.data(), S.b.data(), static_cast<int>(S.size()), w, nnls);
     // r = z - E_S w
     std::copy(z, z + N, r.begin());
-    for (std::size_t a = 0; a < m; ++a)
+    for (std::size_t a = 0; a < S.size(); ++a)
       if (w[a] != 0.0)
-        for (std::size_t i = 0; i < N; ++i) r[i] -= w[a] * cols[a][i];
+        for (std::size_t i = 0; i < N; ++i) r[i] -= w[a] * S.cols[a][i];
   }
+  res.order = S.keys;
   res.weights = w;
   return res;
 }
@@ -110,70 +141,38 @@ std::vector<int> omp_select(const double* E, int n, int T, const double* z, int 
     if (!std::isfinite(z[i])) throw Error(fmt::format("omp: target entry {} is not finite", i));
   if (t == 0) return {};
   const double w_floor = std::exp(options.nnls.lo);
-  // The selected columns of E, their Gram matrix G = E_S^T E_S [k, k] and b = E_S^T z [k], grown
-  // one column at a time (O(n k) per pick) instead of refitting from a gathered [n, k] matrix.
-  std::vector<int> sel;
-  std::vector<std::vector<double>> cols;
-  std::vector<double> G, b, w, current(N, 0.0), r(N), corr(TT);
+  SelectedColumns S;
+  std::vector<double> w, current(N, 0.0), r(N), corr(TT);
   std::vector<char> taken(TT, 0), excluded(TT, 0);
-  auto add_key = [&](int j) {
-    const std::size_t k = sel.size(), m = k + 1;
-    std::vector<double> col(N);
-    for (std::size_t i = 0; i < N; ++i) col[i] = E[i * TT + static_cast<std::size_t>(j)];
-    std::vector<double> g(m * m);
-    for (std::size_t a = 0; a < k; ++a)
-      for (std::size_t c = 0; c < k; ++c) g[a * m + c] = G[a * k + c];
-    for (std::size_t a = 0; a < k; ++a)
-      g[a * m + k] = g[k * m + a] = std::inner_product(cols[a].begin(), cols[a].end(), col.begin(), 0.0);
-    g[k * m + k] = std::inner_product(col.begin(), col.end(), col.begin(), 0.0);
-    G.swap(g);
-    b.push_back(std::inner_product(col.begin(), col.end(), z, 0.0));
-    cols.push_back(std::move(col));
-    sel.push_back(j);
-    taken[static_cast<std::size_t>(j)] = 1;
-  };
-  auto keep_only = [&](const std::vector<std::size_t>& keep) {  // positions into sel, ascending
-    const std::size_t k = sel.size(), m = keep.size();
-    std::vector<double> g(m * m), nb(m);
-    std::vector<int> nsel(m);
-    std::vector<std::vector<double>> ncols(m);
-    for (std::size_t a = 0; a < m; ++a) {
-      for (std::size_t c = 0; c < m; ++c) g[a * m + c] = G[keep[a] * k + keep[c]];
-      nb[a] = b[keep[a]];
-      nsel[a] = sel[keep[a]];
-      ncols[a] = std::move(cols[keep[a]]);
-    }
-    G.swap(g), b.swap(nb), sel.swap(nsel), cols.swap(ncols);
-  };
   auto refit = [&] {
-    const int k = static_cast<int>(sel.size());
-    const std::size_t K = sel.size();
+    const int k = static_cast<int>(S.size());
+    const std::size_t K = S.size();
     if (options.refit == OmpRefit::Exact) {
-      w = nnls_active_set_gram(G.data(), b.data(), k, std::vector<double>(K, 1.0));
+      w = nnls_active_set_gram(S.G.data(), S.b.data(), k, std::vector<double>(K, 1.0));
       return;
     }
-    std::optional<std::vector<double>> start = n >= k ? solve_normal_equations(G.data(), k, b.data(), 1) : std::nullopt;
+    std::optional<std::vector<double>> start = n >= k ? solve_normal_equations(S.G.data(), k, S.b.data(), 1) : std::nullopt;
     if (!start) {  // ill-conditioned: least squares on the gathered columns
       std::vector<double> M(N * K);
       for (std::size_t i = 0; i < N; ++i)
-        for (std::size_t c = 0; c < K; ++c) M[i * K + c] = cols[c][i];
+        for (std::size_t c = 0; c < K; ++c) M[i * K + c] = S.cols[c][i];
       start = solve_least_squares(M.data(), n, k, z, 1, options.nnls.rcond);
     }
-    w = bounded_nnls_gram(G.data(), b.data(), k, std::move(*start), options.nnls);
+    w = bounded_nnls_gram(S.G.data(), S.b.data(), k, std::move(*start), options.nnls);
   };
   auto update_current = [&] {  // current = E_S w
     std::fill(current.begin(), current.end(), 0.0);
-    for (std::size_t c = 0; c < sel.size(); ++c)
+    for (std::size_t c = 0; c < S.size(); ++c)
       if (w[c] != 0.0)
-        for (std::size_t i = 0; i < N; ++i) current[i] += w[c] * cols[c][i];
+        for (std::size_t i = 0; i < N; ++i) current[i] += w[c] * S.cols[c][i];
   };
   bool have_previous = false;
   int iteration = 0, rounds = 0;
   while (true) {
-    if (static_cast<int>(sel.size()) < t) {
+    if (static_cast<int>(S.size()) < t) {
       for (std::size_t i = 0; i < N; ++i) r[i] = z[i] - current[i];
       if (n > 0) cblas_dgemv(CblasRowMajor, CblasTrans, n, T, 1.0, E, T, r.data(), 1, 0.0, corr.data(), 1);
-      const int have = static_cast<int>(sel.size());
+      const int have = static_cast<int>(S.size());
       int per_step = 1, interval = 1;
       if (options.progressive) {
         if (have >= 1500) per_step = 4, interval = 2;
@@ -188,11 +187,15 @@ std::vector<int> omp_select(const double* E, int n, int T, const double* z, int 
         return corr[static_cast<std::size_t>(a)] > corr[static_cast<std::size_t>(b)] ||
                (corr[static_cast<std::size_t>(a)] == corr[static_cast<std::size_t>(b)] && a < b);
       });
-      for (int q = 0; q < pick; ++q) add_key(candidates[static_cast<std::size_t>(q)]);
+      for (int q = 0; q < pick; ++q) {
+        const int j = candidates[static_cast<std::size_t>(q)];
+        S.add(E, N, TT, j, z);
+        taken[static_cast<std::size_t>(j)] = 1;
+      }
       if (!have_previous || iteration % interval == 0) {
         refit();
       } else {  // the paper's lazy step: previous weights, e^lo for the new keys
-        w.resize(sel.size(), w_floor);
+        w.resize(S.size(), w_floor);
       }
       have_previous = true;
       update_current();
@@ -201,17 +204,16 @@ std::vector<int> omp_select(const double* E, int n, int T, const double* z, int 
       if (++rounds > 3) break;
       refit();
       std::vector<std::size_t> keep;
-      for (std::size_t c = 0; c < sel.size(); ++c) {
+      for (std::size_t c = 0; c < S.size(); ++c) {
         if (std::log(w[c]) < *options.drop_below) {
-          excluded[static_cast<std::size_t>(sel[c])] = 1;
-          taken[static_cast<std::size_t>(sel[c])] = 0;
+          excluded[static_cast<std::size_t>(S.keys[c])] = 1;  // never a candidate again
         } else {
           keep.push_back(c);
         }
       }
-      if (keep.size() == sel.size()) break;  // stable
-      keep_only(keep);
-      if (sel.empty()) {
+      if (keep.size() == S.size()) break;  // stable
+      S.keep_only(keep);
+      if (S.size() == 0) {
         w.clear();
         std::fill(current.begin(), current.end(), 0.0);
       } else {
@@ -224,6 +226,7 @@ std::vector<int> omp_select(const double* E, int n, int T, const double* z, int 
       break;
     }
   }
+  std::vector<int> sel = S.keys;
   std::sort(sel.begin(), sel.end());
   return sel;
 }

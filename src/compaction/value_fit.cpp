@@ -14,15 +14,6 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
-
-void check_finite_matrix(const double* M, int rows, int cols, const char* what) {
-  const std::size_t count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
-  for (std::size_t i = 0; i < count; ++i)
-    if (!std::isfinite(M[i])) throw Error(fmt::format("{} entry {} is not finite", what, i));
-}
-
-}  // namespace
 
 std::string value_fit_name(const ValueFitOptions& options) {
   switch (options.kind) {
