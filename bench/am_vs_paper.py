@@ -17,7 +17,6 @@ usage: PYTHONPATH=build/python .venv/bin/python bench/am_vs_paper.py --paper /tm
 """
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -70,11 +69,6 @@ def dumped_heads(folder, limit):
     return load()
 
 
-def rel(a, b):
-    den = float(np.abs(b).max())
-    return float(np.abs(a - b).max()) / den if den > 0 else float(np.abs(a - b).max())
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--paper", required=True, help="local copy of adamzweiger/compaction (the folder holding compaction/)")
@@ -96,9 +90,11 @@ def main():
     if not os.path.isdir(os.path.join(a.paper, "compaction", "algorithms")):
         fail(f"{a.paper}: no compaction/algorithms folder (bring adamzweiger/compaction there)")
     sys.path.insert(0, a.paper)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+    from compare_paper_code import compare_selection, paper_algorithm
     try:
         import torch
-        from compaction.algorithms.highest_attention_keys import HighestAttentionKeysCompaction
+        algo = paper_algorithm("am")
     except ImportError as e:
         fail(f"cannot import torch or the paper's code: {e}")
     try:
@@ -107,9 +103,6 @@ def main():
         fail(f"cannot import kvcompact (PYTHONPATH=build/python?): {e}")
     torch.set_num_threads(a.threads)
     kvcompact.set_threads(a.threads)
-    lo, hi = math.exp(-3), math.exp(3)
-    algo = HighestAttentionKeysCompaction(nnls_iters=2, nnls_lower_bound=lo, nnls_upper_bound=hi,
-                                          score_method="rms", c2_method="lsq", beta_method="nnls")
     heads = dumped_heads(a.dump, a.heads) if a.dump else (random_head(T, n, d, 7 + i)
                                                           for i, (T, n, d) in enumerate(parse_shapes(a.shapes)))
     print(f"AM per head, ratio {a.ratio}, {a.threads} thread(s) on both sides, median of {a.runs} interleaved runs; "
@@ -133,16 +126,9 @@ def main():
             t0 = time.perf_counter()
             _, pbeta, pC2, pidx = algo.compute_compacted_cache(Kt, Vt, Qt, t)
             paper_s.append(time.perf_counter() - t0)
-        ours = {int(j): i for i, j in enumerate(idx)}
-        theirs = {int(j): i for i, j in enumerate(pidx)}
-        shared = sorted(set(ours) & set(theirs))
-        pbeta, pC2 = pbeta.double().numpy(), pC2.double().numpy()
-        bo = np.array([beta[ours[j]] for j in shared], np.float64)
-        bp = np.array([pbeta[theirs[j]] for j in shared], np.float64)
-        co = np.array([C2[ours[j]] for j in shared], np.float64)
-        cp = np.array([pC2[theirs[j]] for j in shared], np.float64)
+        shared, beta_rel, c2_rel = compare_selection(idx, beta, C2, pidx, pbeta.double().numpy(), pC2.double().numpy())
         row = {"head": name, "T": T, "n": n, "d": d, "t": t, "same_keys": len(shared),
-               "beta_rel": rel(bo, bp) if shared else None, "c2_rel": rel(co, cp) if shared else None,
+               "beta_rel": beta_rel, "c2_rel": c2_rel,
                "kvcompact_s": statistics.median(kvc_s), "paper_s": statistics.median(paper_s)}
         row["ratio"] = row["paper_s"] / row["kvcompact_s"]
         rows.append(row)

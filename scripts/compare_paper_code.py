@@ -32,6 +32,42 @@ def fail(msg):
     sys.exit(1)
 
 
+def paper_algorithm(algo):
+    """The paper's compaction object for --algo am | omp | omp-best (its code must be importable)."""
+    lo, hi = math.exp(-3), math.exp(3)
+    if algo == "am":
+        from compaction.algorithms.highest_attention_keys import HighestAttentionKeysCompaction
+        return HighestAttentionKeysCompaction(nnls_iters=2, nnls_lower_bound=lo, nnls_upper_bound=hi,
+                                              score_method="rms", c2_method="lsq", beta_method="nnls")
+    from compaction.algorithms.omp import DEFAULT_PROGRESSIVE_SCHEDULE, OMPCompaction
+    if algo == "omp":
+        return OMPCompaction(nnls_iters=2, nnls_lower_bound=lo, nnls_upper_bound=hi, c2_method="lsq")
+    # the paper's best OMP (evaluation/configs/algorithms/ablation.py), without on-policy queries
+    return OMPCompaction(nnls_iters=0, nnls_upper_bound=math.exp(7), drop_key_beta_cutoff=-7,
+                         c2_method="lsq", progressive_schedule=DEFAULT_PROGRESSIVE_SCHEDULE)
+
+
+def compare_selection(sel, beta, C2, pidx, pbeta, pC2):
+    """Keys kept by both (sorted), and the max relative difference of beta and of C2 over them
+    (|ours - paper|_max / |paper|_max; nan when no key is shared). sel / pidx: kept key indices,
+    beta / pbeta: [t], C2 / pC2: [t, d], each in its side's own order."""
+    import numpy as np
+    pidx = [int(i) for i in pidx]
+    sel = [int(i) for i in sel]
+    shared = sorted(set(sel) & set(pidx))
+    if not shared:
+        return shared, float("nan"), float("nan")
+    ours = {j: i for i, j in enumerate(sel)}
+    theirs = {j: i for i, j in enumerate(pidx)}
+    bo = np.array([beta[ours[j]] for j in shared], np.float64)
+    bp = np.array([pbeta[theirs[j]] for j in shared], np.float64)
+    co = np.stack([np.asarray(C2[ours[j]], np.float64) for j in shared])
+    cp = np.stack([np.asarray(pC2[theirs[j]], np.float64) for j in shared])
+    brel = float(np.abs(bo - bp).max() / max(np.abs(bp).max(), 1e-30))
+    crel = float(np.abs(co - cp).max() / max(np.abs(cp).max(), 1e-30))
+    return shared, brel, crel
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--paper", required=True, help="local copy of adamzweiger/compaction (the folder holding compaction/)")
@@ -50,22 +86,11 @@ def main():
     try:
         import numpy as np
         import torch
-        from compaction.algorithms.highest_attention_keys import HighestAttentionKeysCompaction
-        from compaction.algorithms.omp import OMPCompaction
+        algo = paper_algorithm(a.algo)
     except ImportError as e:
         fail(f"cannot import the paper's code or torch: {e}")
     torch.set_num_threads(a.threads)
     man = json.load(open(man_path))
-    lo, hi = math.exp(-3), math.exp(3)
-    if a.algo == "am":
-        algo = HighestAttentionKeysCompaction(nnls_iters=2, nnls_lower_bound=lo, nnls_upper_bound=hi,
-                                              score_method="rms", c2_method="lsq", beta_method="nnls")
-    elif a.algo == "omp":
-        algo = OMPCompaction(nnls_iters=2, nnls_lower_bound=lo, nnls_upper_bound=hi, c2_method="lsq")
-    else:  # the paper's best OMP (evaluation/configs/algorithms/ablation.py), without on-policy queries
-        from compaction.algorithms.omp import DEFAULT_PROGRESSIVE_SCHEDULE
-        algo = OMPCompaction(nnls_iters=0, nnls_upper_bound=math.exp(7), drop_key_beta_cutoff=-7,
-                             c2_method="lsq", progressive_schedule=DEFAULT_PROGRESSIVE_SCHEDULE)
     if a.heads < 0:
         fail(f"--heads {a.heads}: give N >= 1, or 0 for all heads")
     spec = man.get("method", "")
@@ -92,18 +117,7 @@ def main():
         t0 = time.time()
         _, pbeta, pC2, pidx = algo.compute_compacted_cache(K, V, Q, t)
         secs = time.time() - t0
-        pidx = [int(i) for i in pidx]
-        pbeta, pC2 = pbeta.double().numpy(), pC2.double().numpy()
-        shared = sorted(set(sel) & set(pidx))
-        ours = {j: i for i, j in enumerate(sel)}
-        theirs = {j: i for i, j in enumerate(pidx)}
-        if shared:
-            bo = np.array([beta[ours[j]] for j in shared]); bp = np.array([pbeta[theirs[j]] for j in shared])
-            co = np.stack([C2[ours[j]] for j in shared]); cp = np.stack([pC2[theirs[j]] for j in shared])
-            brel = float(np.abs(bo - bp).max() / max(np.abs(bp).max(), 1e-30))
-            crel = float(np.abs(co - cp).max() / max(np.abs(cp).max(), 1e-30))
-        else:
-            brel = crel = float("nan")
+        shared, brel, crel = compare_selection(sel, beta, C2, pidx, pbeta.double().numpy(), pC2.double().numpy())
         name = f"L{h['layer']}H{h['kv_head']}"
         print(f"{name:<7} {h['T']:>5} {h['n_queries']:>6} {t:>4} {len(shared):>6}/{t:<3} {brel:>9.2e} {crel:>9.2e} {h['seconds']:>8.4f} {secs:>8.4f}")
         rows.append({"head": name, "t": t, "same_keys": len(shared), "beta_rel": brel, "c2_rel": crel,
