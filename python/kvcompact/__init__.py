@@ -5,11 +5,14 @@ CPU inference of Llama-family models, as bindings over the C++ library (numpy fl
     K, V, Q = (np.random.default_rng(0).standard_normal(s, dtype=np.float32) for s in [(64, 8), (64, 8), (128, 8)])
     C1, beta, C2, idx = kvcompact.compact_head(K, V, Q, ratio=0.25)   # 16 of 64 entries
 
-See _kvcompact.pyi for every signature, shape and error.
+See _kvcompact.pyi for every signature, shape and error. The optional integrations import their
+frameworks only when imported themselves: kvcompact.hf (Hugging Face transformers) and
+kvcompact.kvpress (kvpress presses).
 """
 from ._kvcompact import (
     CompactedCache,
     Error,
+    KVCache,
     Model,
     __version__,
     canonical_method,
@@ -18,12 +21,17 @@ from ._kvcompact import (
     get_threads,
     kept_entries,
     method_help,
+    optimize_budgets,
+    per_head_budgets,
+    pyramid_budgets,
     set_threads,
+    uniform_budgets,
 )
 
 __all__ = [
     "CompactedCache",
     "Error",
+    "KVCache",
     "Model",
     "__version__",
     "canonical_method",
@@ -32,5 +40,9 @@ __all__ = [
     "get_threads",
     "kept_entries",
     "method_help",
+    "optimize_budgets",
+    "per_head_budgets",
+    "pyramid_budgets",
     "set_threads",
+    "uniform_budgets",
 ]

@@ -8,7 +8,7 @@ NaN/Inf) and bad ratio / t / budgets; kvcompact.Error (subclass of RuntimeError 
 carrying the library's one-line message for everything the C++ library refuses (bad method spec,
 missing file, token id out of range, ...).
 """
-from typing import Any, Optional, Sequence, Tuple, TypedDict
+from typing import Any, Callable, Optional, Sequence, Tuple, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -86,7 +86,37 @@ def set_threads(n: int) -> None:
 def get_threads() -> int:
     """OpenMP's current maximum number of threads."""
 
-class CompactedCache:
+class _CacheViews:
+    """Read-only views shared by CompactedCache and KVCache (copies, numpy float32)."""
+    @property
+    def n_layers(self) -> int: ...
+    @property
+    def n_kv_heads(self) -> int: ...
+    @property
+    def head_dim(self) -> int: ...
+    @property
+    def next_position(self) -> int:
+        """RoPE position of the next token fed (a compacted T-token context: T)."""
+    @property
+    def lengths(self) -> npt.NDArray[np.int64]:
+        """Entries per head, [n_layers, n_kv_heads] (ragged after non-uniform compaction)."""
+    @property
+    def rope_style(self) -> str:
+        """Pair layout of the stored keys' RoPE: "interleaved" (dims (2i, 2i+1): GGUF `llama`,
+        llama2.c; Hugging Face's half-split layout of the same key is concat(k[0::2], k[1::2]))
+        or "half_split" (dims (i, i + d/2): Qwen, Gemma, HF checkpoints)."""
+    def layer_window(self, layer: int) -> int:
+        """Sliding-window size of a layer in tokens (0: global attention)."""
+    def head(self, layer: int, kv_head: int) -> Tuple[
+        npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.float32]
+    ]:
+        """(keys [t, d] after RoPE, beta [t] in nats, values [t, d]) of one KV head: for a compacted
+        head (C1, beta, C2). A query q attends with logits q.k / sqrt(d) + beta (times the model's
+        own logit scale). ValueError for a layer / head out of range."""
+    def positions(self, layer: int, kv_head: int) -> npt.NDArray[np.int32]:
+        """Original RoPE position of each entry of one head, [t]."""
+
+class CompactedCache(_CacheViews):
     """A compacted context cache: what a .kvc file holds (docs/kvc_format.md)."""
     @property
     def method(self) -> str: ...
@@ -105,8 +135,25 @@ class CompactedCache:
         """Entries of the full context cache (0 for a cache read from a file)."""
     @property
     def full_cache_bytes(self) -> int: ...
+    @property
+    def last_logits(self) -> npt.NDArray[np.float32]:
+        """Logits [vocab_size] after the context's last token (computed on the full cache)."""
+    def kv_cache(self) -> KVCache:
+        """A mutable copy (Model.forward extends it; this object stays as it is)."""
     def save(self, path: str) -> None:
         """Writes the .kvc file atomically (kvcompact generate/ppl --cache read it)."""
+
+class KVCache(_CacheViews):
+    """A mutable KV cache of one model (Model.new_cache, CompactedCache.kv_cache) that
+    Model.forward extends in place; a forward over another model's cache is a ValueError."""
+    @property
+    def entries(self) -> int:
+        """Entries summed over layers and KV heads."""
+    @property
+    def bytes(self) -> int:
+        """float32 keys and values, plus beta for heads that carry a bias, in bytes."""
+    def copy(self) -> KVCache:
+        """An independent copy (e.g. to fork a prefix and continue it twice)."""
 
 class ModelConfig(TypedDict):
     """The library's model summary (the keys of `kvcompact info --json`) plus adds_bos."""
@@ -150,10 +197,21 @@ class Model:
         """Token ids of text (BOS first when add_bos and the tokenizer adds one)."""
     def detokenize(self, ids: Sequence[int]) -> str:
         """Text of ids (BOS/EOS give no text)."""
-    def logits(self, ids: Sequence[int], last: bool = False) -> npt.NDArray[np.float32]:
+    def logits(
+        self, ids: Sequence[int], last: bool = False, cache: CompactedCache | KVCache | None = None
+    ) -> npt.NDArray[np.float32]:
         """Logits [len(ids), vocab_size] of a forward over ids on a fresh cache (positions 0..);
         with last, only the last position's [vocab_size] (as the CLI's `logits`; its float
-        rounding can differ from the full matrix's last row in the last bits)."""
+        rounding can differ from the full matrix's last row in the last bits). With `cache`, ids
+        continue that cache (positions cache.next_position, ...; a compacted cache's beta is
+        added to its entries' logits); the cache is not changed. ValueError for an empty list, an
+        id outside the vocabulary or a cache of another model."""
+    def new_cache(self) -> KVCache:
+        """An empty KV cache of this model (sliding-window layers marked), for forward()."""
+    def forward(self, ids: Sequence[int], cache: KVCache, logits: str = "last") -> Optional[npt.NDArray[np.float32]]:
+        """Runs ids at positions cache.next_position, ... and appends their keys/values to `cache`
+        (in place). logits: "last" -> [vocab_size], "all" -> [len(ids), vocab_size], "none" -> None.
+        Warns (log sink) past max_seq_len. ValueError for bad ids, a cache of another model."""
     def nll(self, ids: Sequence[int]) -> float:
         """Mean teacher-forced NLL in nats/token of ids[1:] given the ids before (perplexity =
         exp(nll)); needs >= 2 ids."""
@@ -174,12 +232,94 @@ class Model:
         is encoded without BOS after it and `steps` new tokens at most are sampled; the cache
         object is not changed. Raises ValueError for a cache of another model."""
     def compact(
-        self, context: str | Sequence[int], ratio: float = 0.1, method: str = "am", seed: int = 0, **options: object
+        self,
+        context: str | Sequence[int],
+        ratio: Optional[float] = None,
+        method: str = "am",
+        seed: int = 0,
+        budgets: Optional[Sequence[int]] = None,
+        progress: Optional[Callable[[str], None]] = None,
+        **options: object,
     ) -> CompactedCache:
         """The CLI's `compact`: prefills `context` (text encoded with BOS, or token ids), collects
         the reference queries the method needs and compacts every KV head to max(1, floor(ratio*T))
-        entries (method spec and options as compact_head). Raises ValueError (ratio outside
-        [0, 1], fewer than 2 tokens) or kvcompact.Error (bad method spec)."""
+        entries (ratio default 0.1; method spec and options as compact_head), or to `budgets`
+        (entries per head, n_layers * n_kv_heads, layer-major, each in 0..T; e.g. from
+        per_head_budgets). Raises ValueError (ratio outside [0, 1], both ratio and budgets, bad
+        budgets, fewer than 2 tokens) or kvcompact.Error (bad method spec)."""
     def load_cache(self, path: str) -> CompactedCache:
         """Reads a .kvc file (docs/kvc_format.md) and checks it was made for this model (its
         fingerprint); raises kvcompact.Error naming the file otherwise."""
+
+    def influence(
+        self,
+        documents: Sequence[str],
+        out_dir: str,
+        grid: str | Sequence[float] = "0:0.5:51",
+        baseline: float = 0.05,
+        heads: str = "all",
+        method: str = "am",
+        context_frac: float = 0.6,
+        seed: int = 0,
+        reuse_prefix: bool = True,
+        budgets: str = "",
+        progress: Optional[Callable[[str], None]] = None,
+        **options: object,
+    ) -> dict:
+        """Head influence curves (the CLI's `influence --data`, analysis/influence.h): for each
+        document (context = the first floor(context_frac * N) tokens, the rest scored), every KV
+        head in `heads` ("all" or "L0H1,L3H2") is compacted at each ratio of `grid` while all the
+        others keep `baseline` (on the grid; with `budgets`, a budgets JSON file, their per-head
+        share of it); delta NLL in nats/token against the all-baseline cache. Per-document files go
+        to out_dir (a rerun resumes), then influence.json / .csv. Returns the influence.json object
+        (mean, SEM, std per head and ratio). progress(line) receives the progress lines (else
+        stderr); an exception it raises is re-raised after the sweep. Errors: ValueError /
+        kvcompact.Error for an empty list, a bad grid, head name, method or folder of another study."""
+    def mask_eval(
+        self,
+        tasks: str | Sequence[dict],
+        scores: str,
+        ks: Sequence[int],
+        random_seeds: int = 5,
+        seed: int = 0,
+        ablation: str = "zero",
+        head_means: str = "",
+        reference: str = "gold",
+        metrics: Sequence[str] = ("chrf",),
+        out_dir: str = "",
+        progress: Optional[Callable[[str], None]] = None,
+    ) -> dict:
+        """Head masking study (the CLI's `mask-eval`, analysis/mask_eval.h): the unmasked model,
+        then for each k the top-k heads of `scores` (a `kvcompact head-scores` JSON file) and
+        `random_seeds` random sets of k heads, every task item (a .jsonl path or task dicts)
+        answered greedily under the ablation ("zero", "mean" with a head_means file, "uniform").
+        Returns the mask_eval.json object (accuracy and `metrics` per family and condition, SEM
+        over the random draws). out_dir: resume folder (finished conditions are reused)."""
+
+def optimize_budgets(
+    curves: dict | str, targets: Sequence[float] = (0.01, 0.02, 0.05, 0.1), floor: float = 0.1, units: int = 200
+) -> dict:
+    """Per-head budget proportions minimising the predicted delta NLL summed over `targets`
+    (analysis/budget_solver.h; the CLI's `budget --schedule optimized`) from influence curves of
+    every KV head (Model.influence's dict or an influence.json path). Returns the budgets JSON
+    object: {"schedule", "targets", "floor", "n_layers", "n_kv_heads", "heads": [{"name": "L0H0",
+    "layer", "kv_head", "proportion"}], "predicted_delta"}; proportions sum to 1."""
+
+def uniform_budgets(
+    n_layers: int, n_kv_heads: int, targets: Sequence[float] = (0.01, 0.02, 0.05, 0.1), curves: dict | str | None = None
+) -> dict:
+    """The uniform schedule (every head 1/H) as a budgets JSON object; with curves, its predicted delta."""
+
+def pyramid_budgets(
+    n_layers: int,
+    n_kv_heads: int,
+    targets: Sequence[float] = (0.01, 0.02, 0.05, 0.1),
+    beta: float = 20.0,
+    curves: dict | str | None = None,
+) -> dict:
+    """PyramidKV's linearly decreasing layer shares (arXiv 2406.02069, beta as there)."""
+
+def per_head_budgets(schedule: dict | str, tokens_per_head: Sequence[int], ratio: float) -> list[int]:
+    """Whole entries per head for total ratio `ratio` in (0, 1]: round(ratio * sum T_h) shared by
+    the proportions, water-filled at each head's T_h, each kept head >= 1 (for Model.compact's
+    budgets)."""

@@ -24,11 +24,26 @@ inline std::string shape_str(const py::array& a) {
   return s + (a.ndim() == 1 ? ",)" : ")");
 }
 
-/// Converts `obj` (numpy array, torch CPU tensor, nested lists: anything numpy accepts) to a
-/// C-contiguous float32 array of `ndim` dimensions whose values are all finite. Throws
-/// py::value_error naming `name`, the expected layout (`layout`, e.g. "[T, head_dim]") and the
-/// shape it got.
-inline FloatArray float_array(const py::handle& obj, const char* name, int ndim, const char* layout) {
+/// A numpy view of an object that exports DLPack (`__dlpack__`: torch, JAX, CuPy on CPU, ...)
+/// through numpy.from_dlpack, without a copy; other objects (numpy arrays included) are returned
+/// as they are. A DLPack export numpy refuses (a device other than the CPU, a tensor that
+/// requires grad) raises ValueError naming `name` and the exporter's reason.
+inline py::object dlpack_view(const py::handle& obj, const char* name) {
+  if (py::isinstance<py::array>(obj) || !py::hasattr(obj, "__dlpack__")) return py::reinterpret_borrow<py::object>(obj);
+  try {
+    return py::module_::import("numpy").attr("from_dlpack")(obj);
+  } catch (const py::error_already_set& e) {
+    throw py::value_error(std::string(name) + ": its DLPack export cannot be read on the CPU (" +
+                          std::string(py::str(e.type().attr("__name__"))) + ": " + std::string(py::str(e.value())) + ")");
+  }
+}
+
+/// Converts `obj` (numpy array, a DLPack exporter such as a torch CPU tensor (zero-copy), nested
+/// lists: anything numpy accepts) to a C-contiguous float32 array of `ndim` dimensions whose
+/// values are all finite. Throws py::value_error naming `name`, the expected layout (`layout`,
+/// e.g. "[T, head_dim]") and the shape it got.
+inline FloatArray float_array(const py::handle& input, const char* name, int ndim, const char* layout) {
+  const py::object obj = dlpack_view(input, name);
   FloatArray a = FloatArray::ensure(obj);
   if (!a) {
     std::string why;

@@ -163,7 +163,7 @@ def test_torch_tensors_through_the_buffer_protocol():
                 kvcompact.compact_head(tK.T.contiguous().T, tV.double(), tQ, ratio=0.25)]:
         for a, b in zip(got, want):
             assert np.array_equal(a, b)
-    with pytest.raises(ValueError, match=r"K: cannot be read as a float32 array \[T, head_dim\] \(got Tensor: .*requires grad"):
+    with pytest.raises(ValueError, match=r"^K: its DLPack export cannot be read on the CPU \(BufferError: .*require gradient"):
         kvcompact.compact_head(tK.clone().requires_grad_(), tV, tQ, ratio=0.25)
 
 
@@ -180,3 +180,26 @@ def test_compact_cache_budgets_equal_per_head_calls():
             assert len(out[l][h][3]) == budgets[l * H + h]
             for a, b in zip(out[l][h], want):
                 assert same_bits(a, b) if a.dtype == np.float32 else np.array_equal(a, b), (l, h)
+
+
+def test_dlpack_exporters_are_read_without_numpy_conversion():
+    """An object that only exports DLPack (no __array__, no buffer) is read through
+    numpy.from_dlpack and gives the numpy array's result; a torch tensor that requires grad is
+    refused naming the argument (test_torch_tensors_through_the_buffer_protocol)."""
+    class DLPackOnly:
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, **kw):
+            return self.a.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    rng = np.random.default_rng(5)
+    K, V = rng.standard_normal((2, 64, 8), dtype=np.float32)
+    Q = rng.standard_normal((96, 8), dtype=np.float32)
+    want = kvcompact.compact_head(K, V, Q, ratio=0.25)
+    got = kvcompact.compact_head(DLPackOnly(K), DLPackOnly(V), DLPackOnly(Q), ratio=0.25)
+    for w, g in zip(want, got):
+        assert np.array_equal(w, g)

@@ -69,7 +69,7 @@ def test_model_errors():
     with pytest.raises(kvcompact.Error, match="no_such_model.gguf"):
         kvcompact.Model("/nonexistent/no_such_model.gguf")
     m = kvcompact.Model(str(require(STORIES)))
-    with pytest.raises(kvcompact.Error, match="512"):
+    with pytest.raises(ValueError, match="512"):
         m.logits([1, 512])
     with pytest.raises(ValueError, match="ids: empty"):
         m.logits([])
@@ -129,7 +129,7 @@ def test_compact_errors(stories, tmp):
         stories.compact("Once upon a time", ratio=1.5)
     with pytest.raises(kvcompact.Error, match="unknown method family"):
         stories.compact("Once upon a time", method="nosuch")
-    with pytest.raises(kvcompact.Error, match="at least 2"):
+    with pytest.raises(ValueError, match="at least 2"):
         stories.compact([1])
     for context in (None, [1.0, 2.5], [1, 2**40], b"bytes"):
         with pytest.raises(TypeError, match="context"):
@@ -145,3 +145,105 @@ def test_compact_errors(stories, tmp):
     bad.write_bytes(b"not a kvc file")
     with pytest.raises(kvcompact.Error, match=str(bad)):
         stories.load_cache(str(bad))
+
+
+def test_explicit_cache_forward_equals_one_forward(stories):
+    """forward() over an explicit cache, in pieces, gives the logits of one forward over the whole
+    sequence (within float rounding of the different GEMM shapes), and the cache holds every entry."""
+    kvcompact.set_threads(1)
+    ids = stories.tokenize(require(TINYSTORIES).read_text().split("\n\n")[0])[:120]
+    want = stories.logits(ids)
+    kv = stories.new_cache()
+    assert kv.next_position == 0 and kv.entries == 0
+    a = stories.forward(ids[:50], kv, logits="all")
+    assert stories.forward(ids[50:51], kv, logits="none") is None
+    b = stories.forward(ids[51:], kv, logits="all")
+    last = stories.forward([ids[0]], kv.copy(), logits="last")  # a copy: kv stays at len(ids)
+    got = np.concatenate([a, want[50:51], b])
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    assert kv.next_position == len(ids) and (kv.lengths == len(ids)).all() and last.shape == (512,)
+    cfg = stories.config
+    assert kv.lengths.shape == (cfg["n_layers"], cfg["n_kv_heads"]) and kv.head_dim == cfg["head_dim"]
+    # logits(cache=...) continues a cache without changing it
+    cont = stories.tokenize(" and", add_bos=False)
+    kv2 = stories.new_cache()
+    stories.forward(ids, kv2, logits="none")
+    with_cache = stories.logits(cont, cache=kv2)
+    assert kv2.next_position == len(ids)
+    full = stories.logits(ids + cont)[len(ids):]
+    assert np.abs(with_cache - full).max() <= 1e-5 * np.abs(full).max()
+    kvcompact.set_threads(2)
+
+
+def test_compacted_cache_views_and_forward(stories):
+    """A non-fitting method's compacted heads are the full cache's entries at the kept positions
+    (same keys, same values, beta 0); AM's are C1, beta, C2 with C1 = K[kept]. logits(cache=c)
+    and forward over c.kv_cache() continue it as greedy generate(cache=c) does."""
+    kvcompact.set_threads(1)
+    ids = stories.tokenize(require(TINYSTORIES).read_text().split("\n\n")[1])[:160]
+    kv = stories.new_cache()
+    stories.forward(ids, kv, logits="none")
+    for method in ("snapkv", "am"):
+        c = stories.compact(ids, ratio=0.25, method=method)
+        assert c.next_position == len(ids) and c.rope_style == kv.rope_style == "interleaved"
+        assert int(c.lengths.sum()) == c.kept_entries
+        for layer in range(c.n_layers):
+            for h in range(c.n_kv_heads):
+                C1, beta, C2 = c.head(layer, h)
+                K, beta_full, V = kv.head(layer, h)
+                pos = c.positions(layer, h)
+                assert C1.shape == (len(pos), c.head_dim) and np.all(np.diff(pos) > 0)
+                assert np.array_equal(C1, K[pos]) and not beta_full.any()
+                if method == "snapkv":
+                    assert np.array_equal(C2, V[pos]) and not beta.any()
+        assert np.array_equal(c.last_logits, stories.logits(ids, last=True))
+    # AM fitted beta and values somewhere
+    assert any(c.head(l, h)[1].any() for l in range(c.n_layers) for h in range(c.n_kv_heads))
+    gen = stories.generate(" Then", steps=8, cache=c)
+    prompt = stories.tokenize(" Then", add_bos=False)
+    k = c.kv_cache()
+    logits = stories.forward(prompt, k, logits="last")
+    ours = []
+    for _ in range(len(gen["generated"])):
+        ours.append(int(np.argmax(logits)))
+        logits = stories.forward([ours[-1]], k, logits="last")
+    assert ours == gen["generated"]
+    assert np.array_equal(stories.logits(prompt, cache=c)[-1], stories.forward(prompt, c.kv_cache(), logits="all")[-1])
+    kvcompact.set_threads(2)
+
+
+def test_compact_with_per_head_budgets(stories):
+    ids = stories.tokenize(require(TINYSTORIES).read_text().split("\n\n")[1])[:100]
+    cfg = stories.config
+    H = cfg["n_layers"] * cfg["n_kv_heads"]
+    budgets = [(i * 7) % 40 + 1 for i in range(H)]
+    c = stories.compact(ids, budgets=budgets, method="am")
+    assert c.lengths.reshape(-1).tolist() == budgets
+    with pytest.raises(ValueError, match="budgets: 3 entries"):
+        stories.compact(ids, budgets=[1, 2, 3])
+    with pytest.raises(ValueError, match="outside"):
+        stories.compact(ids, budgets=[101] * H)
+    with pytest.raises(ValueError, match="at most one"):
+        stories.compact(ids, ratio=0.1, budgets=budgets)
+
+
+def test_cache_errors(stories):
+    smol = kvcompact.Model(str(require(SMOLLM2)))
+    kv = smol.new_cache()
+    with pytest.raises(ValueError, match="another model"):
+        stories.forward([1, 2], kv)
+    with pytest.raises(ValueError, match="another model"):
+        stories.logits([1, 2], cache=kv)
+    c = stories.compact("Once upon a time, there was a girl.", ratio=0.5)
+    with pytest.raises(ValueError, match="another model"):
+        smol.logits([1, 2], cache=c)
+    with pytest.raises(TypeError, match="cache"):
+        stories.logits([1, 2], cache="file.kvc")
+    with pytest.raises(ValueError, match="layer: 99"):
+        c.head(99, 0)
+    with pytest.raises(ValueError, match="kv_head: -1"):
+        c.positions(0, -1)
+    with pytest.raises(ValueError, match="logits"):
+        stories.forward([1], stories.new_cache(), logits="bogus")
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        stories.forward([1, 600], stories.new_cache())

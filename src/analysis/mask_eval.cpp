@@ -366,7 +366,14 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
   if (!out_dir.empty()) return *run_mask_eval_shard(model, items, scores, options, out_dir, ShardSpec{}).result;
   const Prepared p = prepare(model, items, scores, options);
   std::vector<ConditionAnswers> runs;
-  for (const Condition& cond : p.conditions) runs.push_back(evaluate_condition(model, items, cond, options, p.want.nll));
+  const auto t_start = std::chrono::steady_clock::now();
+  for (const Condition& cond : p.conditions) {
+    runs.push_back(evaluate_condition(model, items, cond, options, p.want.nll));
+    if (options.progress)
+      log_line(fmt::format("mask-eval: [{}/{}] {}: {} items ({:.0f} s so far)", runs.size(), p.conditions.size(),
+                           cond.label, items.size(),
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count()));
+  }
   MaskEvalResult result = p.header;
   score_conditions(result, items, p.conditions, runs, options, p.want);
   return result;
