@@ -51,6 +51,46 @@ TEST(AnswerScoring, AnswerCorrectComparesNormalisedForms) {
   EXPECT_THROW(answer_correct("1", "1", "integer"), Error);
 }
 
+// RULER's string_match_all / string_match_part (scripts/eval/synthetic/constants.py), worked by hand:
+// refs {"7263540", "Apple", "dune-X"} against "The numbers are 7263540 and APPLE-pie." (lower-cased:
+// "the numbers are 7263540 and apple-pie."): "7263540" found, "apple" found (inside "apple-pie"),
+// "dune-x" not -> 2/3; part -> 1.
+TEST(AnswerScoring, RecallIsRulersStringMatchAll) {
+  const std::vector<std::string> refs = {"7263540", "Apple", "dune-X"};
+  const std::string pred = "The numbers are 7263540 and APPLE-pie.";
+  EXPECT_DOUBLE_EQ(string_match_all(pred, refs), 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(string_match_part(pred, refs), 1.0);
+  EXPECT_DOUBLE_EQ(string_match_all("nothing", refs), 0.0);
+  EXPECT_DOUBLE_EQ(string_match_part("nothing", refs), 0.0);
+  EXPECT_DOUBLE_EQ(string_match_all(" DUNE-x, apple, 7263540", refs), 1.0);
+  EXPECT_DOUBLE_EQ(string_match_all("726354", {"7263540"}), 0.0);  // a prefix of a reference is no match
+  EXPECT_DOUBLE_EQ(string_match_all("abc", {"", "abc"}), 0.5);     // an empty reference is never found
+  EXPECT_THROW(string_match_all("x", {}), Error);
+  EXPECT_THROW(string_match_part("x", {}), Error);
+  // Mean over three items, as RULER reports it (x 100): (2/3 + 1 + 0) / 3 = 5/9 -> 55.56.
+  const double mean = (string_match_all(pred, refs) + string_match_all("7263540 apple dune-x", refs) +
+                       string_match_all("", refs)) / 3.0;
+  EXPECT_NEAR(mean * 100, 55.56, 0.005);
+
+  EXPECT_EQ(normalize_answer("Caf\xC3\xA9 ABC-1.", "recall"), "caf\xC3\xA9 abc-1.");  // only ASCII lower-cased
+  EXPECT_TRUE(answer_correct("so: ABC-def!", "abc-DEF", "recall"));
+  EXPECT_FALSE(answer_correct("so: abc", "abc-def", "recall"));
+  EXPECT_FALSE(answer_correct("anything", "", "recall"));
+
+  TaskItem item;
+  item.answer_type = "recall";
+  item.reference = "7263540, Apple, dune-X";
+  item.references = refs;
+  EXPECT_DOUBLE_EQ(item_score(pred, item), 2.0 / 3.0);
+  item.references.clear();  // falls back to {reference}
+  EXPECT_DOUBLE_EQ(item_score("7263540, apple, dune-x", item), 1.0);
+  EXPECT_DOUBLE_EQ(item_score(pred, item), 0.0);
+  item.answer_type = "number";
+  item.reference = "19";
+  EXPECT_DOUBLE_EQ(item_score(" 19.0 apples", item), 1.0);
+  EXPECT_DOUBLE_EQ(item_score(" 190", item), 0.0);
+}
+
 TEST(AnswerScoring, CutAtStopUsesTheEarliestStopString) {
   EXPECT_EQ(cut_at_stop(" 19\n3 + 4 = 7", {"\n"}), " 19");
   EXPECT_EQ(cut_at_stop(" Paris. Next\n", {"\n", "."}), " Paris");

@@ -49,9 +49,9 @@ TEST(TaskSuite, ParsesDefaultsAndOptionalFields) {
 
 TEST(TaskSuite, WriteThenReadRoundTrips) {
   std::vector<TaskItem> items(2);
-  items[0] = {"k-1", "knowledge", "The capital of France is", "Paris", "word", {"\n"}, 8, -1, ""};
+  items[0] = {"k-1", "knowledge", "The capital of France is", "Paris", "word", {"\n"}, 8, -1, "", "", {}};
   items[1] = {"c-1", "copy", "She said \"hi\"\n\tand \xC3\xA9 left.\n\nShe said", "\"hi\" and left", "text",
-              {"\n", "</s>"}, 24, -1, "tinystories:3"};
+              {"\n", "</s>"}, 24, -1, "tinystories:3", "", {}};
   items[1].depth = 0.5;
   const std::string path = tmp_path("roundtrip.jsonl");
   write_task_suite(path, items);
@@ -101,6 +101,47 @@ TEST(TaskSuite, ErrorsNameFileAndLine) {
   EXPECT_NE(parse_error("[1, 2]").find("t.jsonl:1: a task line must be a JSON object"), std::string::npos);
   EXPECT_NE(parse_error("\n  \n").find("t.jsonl: empty task file"), std::string::npos);
   EXPECT_EQ(parse_error(good), "");
+}
+
+TEST(TaskSuite, ContextAndReferencesRoundTripAndAreValidated) {
+  TaskItem item;
+  item.id = "r-0";
+  item.family = "ruler_niah_single_1";
+  item.prompt = "Doc text.\nWhat is it? It is";
+  item.context = "Doc text.";
+  item.reference = "12, 34";
+  item.references = {"12", "34"};
+  item.answer_type = "recall";
+  item.stop = {};
+  item.max_new_tokens = 128;
+  const std::string line = task_item_to_jsonl(item);
+  EXPECT_NE(line.find(R"("context":"Doc text.","references":["12","34"])"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("stop":[])"), std::string::npos) << line;
+  const std::vector<TaskItem> back = parse_task_suite(line, "t.jsonl");
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].context, item.context);
+  EXPECT_EQ(back[0].references, item.references);
+  EXPECT_TRUE(back[0].stop.empty());
+  // Items without them write neither key (old files and old readers stay as they were).
+  EXPECT_EQ(task_item_to_jsonl(parse_task_suite(kGood, "t.jsonl")[0]).find("context"), std::string::npos);
+
+  const std::string head = R"({"id":"a","family":"math","prompt":"abc?","reference":"r","answer_type":"text",)";
+  EXPECT_EQ(parse_error(head + R"("context":"ab"})"), "");
+  EXPECT_NE(parse_error(head + R"("context":"xb"})").find("t.jsonl:1: field \"context\" must be a prefix"),
+            std::string::npos);
+  EXPECT_NE(parse_error(head + R"("context":"abc?"})").find("must be a prefix of \"prompt\" shorter than it"),
+            std::string::npos);
+  EXPECT_NE(parse_error(head + R"("context":""})").find("t.jsonl:1: empty \"context\""), std::string::npos);
+  EXPECT_NE(parse_error(head + R"("context":3})").find("field \"context\" must be a string"), std::string::npos);
+  EXPECT_NE(parse_error(head + R"("references":["a",""]})").find("empty string in \"references\""),
+            std::string::npos);
+  EXPECT_NE(parse_error(head + R"("references":"a"})").find("field \"references\" must be an array"),
+            std::string::npos);
+  const std::string recall = R"({"id":"a","family":"ruler_vt","prompt":"p","reference":"r","answer_type":"recall")";
+  EXPECT_NE(parse_error(recall + "}").find("t.jsonl:1: answer_type \"recall\" needs a non-empty \"references\""),
+            std::string::npos);
+  EXPECT_NE(parse_error(recall + R"(,"references":[]})").find("needs a non-empty"), std::string::npos);
+  EXPECT_EQ(parse_error(recall + R"(,"references":["X","Y"]})"), "");
 }
 
 TEST(TaskSuite, MissingFileIsNamed) {

@@ -103,14 +103,17 @@ Runner register_tasks(CLI::App& app, CommonOptions& common) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("tasks", "generate a task suite (JSONL) for mask-eval from the shared data");
-  cmd->add_option("--family", o->family, "retrieval | copy | knowledge | math | inference");
+  cmd->add_option("--family", o->family,
+                  "retrieval | copy | knowledge | math | inference | a RULER task: ruler_niah_single_1..3, "
+                  "ruler_niah_multikey_1..3, ruler_niah_multivalue, ruler_niah_multiquery, ruler_vt, ruler_cwe, "
+                  "ruler_fwe; `--family list` prints them all");
   cmd->add_option("--model", o->model, "model whose tokenizer counts tokens (and whose max_seq_len limits prompts)");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "tokenizer file (llama2.c tokenizer.bin or tokenizer.json); with --model: the model's tokenizer");
   cmd->add_option("--n", o->g.n, "items to make");
   cmd->add_option("--shots", o->g.shots, "few-shot examples per prompt (knowledge, math, inference)");
   cmd->add_option("--context-tokens", o->g.context_tokens,
-                  "retrieval/copy prompt length in tokens, BOS included (0 = 256)");
+                  "retrieval/copy/RULER prompt length in tokens, BOS and question included (0 = 256; RULER 4096)");
   cmd->add_option("--depth", o->g.depth, "retrieval needle depth in [0, 1] (default: spread evenly over items)");
   cmd->add_option("--seed", o->g.seed, "random seed (same seed, same file)");
   cmd->add_option("--variant", o->g.variant,
@@ -124,6 +127,10 @@ Runner register_tasks(CLI::App& app, CommonOptions& common) {
   return [o, &common] {
     if (!o->check.empty()) return check_task_file(o->check, common);
     if (o->family.empty()) throw Error("tasks: --family is required (or --check FILE)");
+    if (o->family == "list") {
+      for (const std::string& f : task_families()) fmt::print("{}\n", f);
+      return 0;
+    }
     if (o->out.empty()) throw Error("tasks: -o/--output is required");
     if (o->model.empty() && o->tokenizer.empty())
       throw Error("tasks: give --model or --tokenizer (tokens are counted with that tokenizer)");

@@ -89,12 +89,49 @@ std::string normalize_answer(const std::string& text, const std::string& answer_
   if (answer_type == "number") return normalize_number(text);
   if (answer_type == "word") return normalize_word(text);
   if (answer_type == "text") return normalize_text(text);
-  throw Error(fmt::format("unknown answer_type \"{}\" (expected number, word or text)", answer_type));
+  if (answer_type == "recall") {
+    std::string out = text;
+    for (char& c : out) c = lower(c);
+    return out;
+  }
+  throw Error(fmt::format("unknown answer_type \"{}\" (expected number, word, text or recall)", answer_type));
 }
 
 bool answer_correct(const std::string& prediction, const std::string& reference, const std::string& answer_type) {
   const std::string ref = normalize_answer(reference, answer_type);
+  if (answer_type == "recall") return !ref.empty() && normalize_answer(prediction, answer_type).find(ref) != std::string::npos;
   return !ref.empty() && normalize_answer(prediction, answer_type) == ref;
+}
+
+namespace {
+
+/// How many of the references occur in the prediction (both lower-cased).
+int references_found(const std::string& prediction, const std::vector<std::string>& references, const char* what) {
+  if (references.empty()) throw Error(fmt::format("{}: no references", what));
+  const std::string pred = normalize_answer(prediction, "recall");
+  int found = 0;
+  for (const std::string& r : references) {
+    const std::string ref = normalize_answer(r, "recall");
+    if (!ref.empty() && pred.find(ref) != std::string::npos) ++found;
+  }
+  return found;
+}
+
+}  // namespace
+
+double string_match_all(const std::string& prediction, const std::vector<std::string>& references) {
+  return static_cast<double>(references_found(prediction, references, "string_match_all")) /
+         static_cast<double>(references.size());
+}
+
+double string_match_part(const std::string& prediction, const std::vector<std::string>& references) {
+  return references_found(prediction, references, "string_match_part") > 0 ? 1.0 : 0.0;
+}
+
+double item_score(const std::string& prediction, const TaskItem& item) {
+  if (item.answer_type == "recall")
+    return string_match_all(prediction, item.references.empty() ? std::vector<std::string>{item.reference} : item.references);
+  return answer_correct(prediction, item.reference, item.answer_type) ? 1.0 : 0.0;
 }
 
 std::string cut_at_stop(const std::string& text, const std::vector<std::string>& stop) {

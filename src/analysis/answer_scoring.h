@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "analysis/task_suite.h"
+
 namespace kvcompact {
 
 /// Normalises a model answer or a reference for comparison, by answer type:
@@ -17,16 +19,35 @@ namespace kvcompact {
 ///  - "text": ASCII letters lowercased, punctuation removed (ASCII punctuation and the Unicode
 ///    General Punctuation block U+2010..U+205E, e.g. curly quotes), runs of white space collapsed
 ///    to one space, leading/trailing space trimmed.
+///  - "recall": the text with ASCII letters lowercased, nothing else changed (RULER's str.lower();
+///    non-ASCII letters are kept as they are).
 /// Throws Error for an unknown answer type.
 std::string normalize_answer(const std::string& text, const std::string& answer_type);
 
 /// True when the normalised prediction equals the normalised reference and the latter is not
-/// empty (an empty reference can never be matched). Throws Error for an unknown answer type.
+/// empty (an empty reference can never be matched); for "recall": when the normalised reference
+/// is not empty and occurs anywhere in the normalised prediction. Throws Error for an unknown
+/// answer type.
 bool answer_correct(const std::string& prediction, const std::string& reference,
                     const std::string& answer_type);
 
 /// Cuts generated text at the first stop string (the stop string itself removed): the text before
 /// the earliest occurrence of any non-empty stop string; the whole text when none occurs.
+/// RULER's string_match_all for one item (NVIDIA/RULER scripts/eval/synthetic/constants.py): the
+/// fraction of the references whose lower-cased text ("recall" normalisation) occurs in the
+/// lower-cased prediction, in [0, 1]; the mean over items (x 100) is RULER's score. An empty
+/// reference counts as not found. Throws Error when references is empty.
+double string_match_all(const std::string& prediction, const std::vector<std::string>& references);
+
+/// RULER's string_match_part for one item (its qa tasks): 1 when any reference occurs in the
+/// prediction (lower-cased as above), else 0. Throws Error when references is empty.
+double string_match_part(const std::string& prediction, const std::vector<std::string>& references);
+
+/// The score of one answer to an item in [0, 1]: answer_type "recall" -> string_match_all over
+/// item.references (or {item.reference} when it has none); other types -> 1 or 0 by
+/// answer_correct(prediction, item.reference, item.answer_type). Throws as those.
+double item_score(const std::string& prediction, const TaskItem& item);
+
 std::string cut_at_stop(const std::string& text, const std::vector<std::string>& stop);
 
 }  // namespace kvcompact

@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "analysis/cloze_generator.h"  // SplitMix64
+#include "analysis/ruler_tasks.h"
 #include "core/error.h"
 
 namespace kvcompact {
@@ -637,6 +638,7 @@ std::vector<TaskItem> make_inference(Gen& g) {
 }  // namespace
 
 int default_context_tokens(const std::string& family) {
+  if (is_ruler_task(family)) return kRulerDefaultContextTokens;
   return (family == "retrieval" || family == "copy") ? 256 : 0;
 }
 
@@ -645,6 +647,7 @@ std::vector<TaskItem> generate_tasks(const std::string& family, const std::strin
   const auto& fams = task_families();
   if (std::find(fams.begin(), fams.end(), family) == fams.end())
     throw Error(fmt::format("--family \"{}\": unknown task family (expected one of: {})", family, fmt::join(fams, ", ")));
+  if (is_ruler_task(family)) return generate_ruler_tasks(family, data_dir, tokenizer, opts);
   if (opts.n < 1) throw Error(fmt::format("--n {}: must be at least 1", opts.n));
   if (opts.shots < 0) throw Error(fmt::format("--shots {}: must be >= 0", opts.shots));
   if (opts.context_tokens < 0) throw Error(fmt::format("--context-tokens {}: must be >= 0", opts.context_tokens));

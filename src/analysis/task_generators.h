@@ -29,10 +29,12 @@ struct TaskGenOptions {
   int max_prompt_tokens = 0;
 };
 
-/// Family default of TaskGenOptions::context_tokens (retrieval and copy: 256; others: 0 = unused).
+/// Family default of TaskGenOptions::context_tokens (retrieval and copy: 256; the RULER tasks:
+/// 4096; others: 0 = unused).
 int default_context_tokens(const std::string& family);
 
-/// Makes opts.n items of one family ("retrieval", "copy", "knowledge", "math", "inference") from
+/// Makes opts.n items of one family ("retrieval", "copy", "knowledge", "math", "inference", or a
+/// RULER task of ruler_task_names(), made by generate_ruler_tasks, analysis/ruler_tasks.h) from
 /// data_dir (the shared data folder, e.g. ../shared/data). Item ids are "<family>-NNNN" (0-based).
 ///
 ///  - retrieval: a needle sentence, "The pass key is NNNNN. Remember it." (5-digit number,

@@ -8,18 +8,23 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "analysis/ruler_tasks.h"
 #include "io/atomic_file.h"
 #include "core/error.h"
 
 namespace kvcompact {
 
 const std::vector<std::string>& task_families() {
-  static const std::vector<std::string> families = {"retrieval", "copy", "knowledge", "math", "inference"};
+  static const std::vector<std::string> families = [] {
+    std::vector<std::string> f = {"retrieval", "copy", "knowledge", "math", "inference"};
+    for (const std::string& r : ruler_task_names()) f.push_back(r);
+    return f;
+  }();
   return families;
 }
 
 const std::vector<std::string>& answer_types() {
-  static const std::vector<std::string> types = {"number", "word", "text"};
+  static const std::vector<std::string> types = {"number", "word", "text", "recall"};
   return types;
 }
 
@@ -78,6 +83,23 @@ TaskItem parse_item(const nlohmann::json& j, const std::string& where) {
     if (!it->is_string()) throw Error(fmt::format("{}: field \"source\" must be a string", where));
     item.source = it->get<std::string>();
   }
+  if (auto it = j.find("context"); it != j.end()) {
+    if (!it->is_string()) throw Error(fmt::format("{}: field \"context\" must be a string", where));
+    item.context = it->get<std::string>();
+    if (item.context.empty()) throw Error(fmt::format("{}: empty \"context\"", where));
+    if (item.context.size() >= item.prompt.size() || item.prompt.compare(0, item.context.size(), item.context) != 0)
+      throw Error(fmt::format("{}: field \"context\" must be a prefix of \"prompt\" shorter than it", where));
+  }
+  if (auto it = j.find("references"); it != j.end()) {
+    if (!it->is_array()) throw Error(fmt::format("{}: field \"references\" must be an array of strings", where));
+    for (const auto& s : *it) {
+      if (!s.is_string()) throw Error(fmt::format("{}: field \"references\" must be an array of strings", where));
+      item.references.push_back(s.get<std::string>());
+      if (item.references.back().empty()) throw Error(fmt::format("{}: empty string in \"references\"", where));
+    }
+  }
+  if (item.answer_type == "recall" && item.references.empty())
+    throw Error(fmt::format("{}: answer_type \"recall\" needs a non-empty \"references\" array", where));
   return item;
 }
 
@@ -132,6 +154,8 @@ std::string task_item_to_jsonl(const TaskItem& item) {
   j["max_new_tokens"] = item.max_new_tokens;
   if (item.depth >= 0) j["depth"] = item.depth;
   if (!item.source.empty()) j["source"] = item.source;
+  if (!item.context.empty()) j["context"] = item.context;
+  if (!item.references.empty()) j["references"] = item.references;
   // Invalid UTF-8 is written as U+FFFD rather than aborting the whole file.
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
