@@ -121,7 +121,7 @@ Runner register_tasks(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--max-prompt-tokens", o->max_prompt_tokens,
                   "prompt tokens + answer tokens must fit (default: the --model's max_seq_len; 0 = no limit)");
   cmd->add_option("--data-dir", o->data_dir, "shared data folder (default: $KVC_SHARED/data or ../shared/data)");
-  cmd->add_option("-o,--output", o->out, "the JSONL file to write");
+  cmd->add_option("-o,--output,--out", o->out, "the JSONL file to write");
   cmd->add_option("--check", o->check, "only read and validate this task file; print its items per family");
   add_common_options(cmd, common);
   return [o, &common] {

@@ -161,7 +161,7 @@ void score_conditions(MaskEvalResult& result, const std::vector<TaskItem>& items
     for (std::size_t i = 0; i < items.size(); ++i) {
       const TaskItem& it = items[i];
       const std::string& pred = answers[i];
-      acc[it.family].push_back(answer_correct(pred, it.reference, it.answer_type) ? 1.0 : 0.0);
+      acc[it.family].push_back(item_score(pred, it));  // 1/0, or the fraction of references ("recall")
       const std::string& ref = options.reference == "gold" ? it.reference : unmasked[i];
       if (want.chrf) chr[it.family].push_back(chrf(pred, ref));
       if (want.comet) com[it.family].push_back(comet_scores[i]);

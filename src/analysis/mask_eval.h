@@ -37,7 +37,8 @@ struct MaskEvalOptions {
 /// condition "none" (k = 0, nothing masked), "topk" (the first k heads of the ranking) or
 /// "randomk" (mean and SEM over `draws` random sets of k heads). Metrics: "accuracy" (fraction
 /// of items whose normalised answer equals the reference, 0..1; always against the task
-/// reference), "chrf" (mean sentence-level chrF, 0..100, sacreBLEU CHRF defaults), "comet" (mean
+/// reference; answer_type "recall" items count the fraction of their references found,
+/// analysis/answer_scoring.h item_score), "chrf" (mean sentence-level chrF, 0..100, sacreBLEU CHRF defaults), "comet" (mean
 /// comet-score segment score, model-dependent scale), "nll" (mean teacher-forced NLL of the task's
 /// reference answer given the prompt, nats/token; lower is better; measurable even where a small
 /// model never answers right).
