@@ -38,10 +38,10 @@ struct MaskEvalOptions {
 /// "randomk" (mean and SEM over `draws` random sets of k heads). Metrics: "accuracy" (fraction
 /// of items whose normalised answer equals the reference, 0..1; always against the task
 /// reference; answer_type "recall" items count the fraction of their references found,
-/// analysis/answer_scoring.h item_score), "chrf" (mean sentence-level chrF, 0..100, sacreBLEU CHRF defaults), "comet" (mean
-/// comet-score segment score, model-dependent scale), "nll" (mean teacher-forced NLL of the task's
-/// reference answer given the prompt, nats/token; lower is better; measurable even where a small
-/// model never answers right).
+/// analysis/answer_scoring.h item_score), "chrf" (mean sentence-level chrF, 0..100, sacreBLEU
+/// CHRF defaults), "comet" (mean comet-score segment score, model-dependent scale), "nll" (mean
+/// teacher-forced NLL of the task's reference answer given the prompt, nats/token; lower is
+/// better; measurable even where a small model never answers right).
 struct MaskEvalRow {
   std::string family;
   int k = 0;
