@@ -671,9 +671,12 @@ std::vector<TaskItem> make_fwe(Ruler& r) {
       return kFweTemplate + join(words, " ");
     };
     std::function<int(int)> count = [&](int num_words) { return r.prompt_tokens(context_of(num_words) + kFweQuestion); };
-    const int num_words = largest_fitting(1 << 22, r.L / 2, r.L, count);
+    // From n_min words on, the 4th word (the 3rd answer) is strictly more frequent than the 5th.
+    const int n_min = static_cast<int>(std::ceil(zeta2 / (std::pow(4.0, -alpha) - std::pow(5.0, -alpha))));
+    if (count(n_min) > r.L) r.too_small(count(n_min));
+    const int num_words = std::max(n_min, largest_fitting(1 << 22, r.L / 2, r.L, count));
     const std::vector<int> c = counts_of(num_words);
-    if (num_words < 1 || c[3] <= c[4] || c[3] < 1) r.too_small(count(std::max(num_words, 1)));
+    if (c[3] <= c[4]) throw Error(fmt::format("{}: tied word counts for {} words", r.task, num_words));
     TaskItem item;
     item.id = r.id(i);
     item.family = r.task;

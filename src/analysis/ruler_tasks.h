@@ -87,6 +87,18 @@ constexpr int kRulerDefaultContextTokens = 4096;
 ///    references = vocabulary words 2..4 (the three most frequent after the dots).
 ///
 /// Word lists: the wonderwords 3.0.1 lists that RULER uses, shipped in analysis/ruler_words.inc.
+///
+/// Deviations from RULER: context_tokens is the prompt alone (RULER's max_seq_length also holds
+/// tokens_to_generate; here the answer tokens come on top, checked against max_prompt_tokens), and
+/// fwe's vocabulary is context_tokens / 50 (RULER: (max_seq_length - 50) / 50); the first queried
+/// needle's depth is spread over the items instead of drawn from the grid, and placed in tokens;
+/// an essay haystack starts at a seeded sentence start (RULER: always the start of its essay
+/// file), sentences end at a word ending in . ! ? (closing quotes or brackets allowed) before an
+/// upper-case word (RULER: nltk sent_tokenize); the items' random numbers come from SplitMix64
+/// (RULER: Python's random), so the same seed does not give RULER's items; distractor needles
+/// never reuse a key or value and no value occurs twice (redrawn); the vt example is drawn afresh
+/// per item (RULER randomises the names and value of one fixed example); cwe's example words are
+/// never the item's (RULER may share them); no chat template (RULER's "base" template).
 /// Item source: "needle_haystack/PaulGrahamEssays (word W)" for essay haystacks (W = the 0-based
 /// word where the haystack starts), else "RULER <task> (synthetic)".
 /// Throws Error for an unknown task name (listing the known ones), n < 1, context_tokens < 0 or
