@@ -263,6 +263,28 @@ TEST(BudgetSolver, PerHeadBudgetsHandWorked) {
   EXPECT_EQ(per_head_budgets({1.0, 0.0, 0.0}, {4, 5, 5}, 12.0 / 14.0), (std::vector<int>{4, 4, 4}));
 }
 
+// The per-head cap (the paper's max_ratio_per_head, adamzweiger/compaction apply_max_ratio_cap):
+// worked by hand. (a) p = (.7, .1, .1, .1), T = 100 each, R = .25: 100 keys, quotas 70/10/10/10;
+// a cap of 0.4 (40 keys) fixes head 0 at 40 and shares its excess 30 over the others by p: 20
+// each (the paper's function gives proportions .4/.2/.2/.2 of the same 100). (b) a cascade:
+// p = (.5, .3, .1, .1), R = .5 (200 keys), cap .6 (60): 100/60/20/20 -> head 0 at 60, +24/+8/+8
+// -> 84 exceeds 60, so head 1 is fixed too, and heads 2 and 3 share 80: 60/60/40/40.
+TEST(BudgetSolver, PerHeadCapWaterFillsByHand) {
+  const std::vector<int> T(4, 100);
+  EXPECT_EQ(per_head_budgets({0.7, 0.1, 0.1, 0.1}, T, 0.25), (std::vector<int>{70, 10, 10, 10}));
+  EXPECT_EQ(per_head_budgets({0.7, 0.1, 0.1, 0.1}, T, 0.25, 0.4), (std::vector<int>{40, 20, 20, 20}));
+  EXPECT_EQ(per_head_budgets({0.5, 0.3, 0.1, 0.1}, T, 0.5, 0.6), (std::vector<int>{60, 60, 40, 40}));
+  EXPECT_EQ(per_head_budgets({0.5, 0.3, 0.1, 0.1}, T, 0.5, 1.0), per_head_budgets({0.5, 0.3, 0.1, 0.1}, T, 0.5));
+  // a cap that holds the total exactly: every head full at its cap
+  EXPECT_EQ(per_head_budgets({0.7, 0.1, 0.1, 0.1}, T, 0.5, 0.5), (std::vector<int>{50, 50, 50, 50}));
+  // caps too small for the total, and caps outside (0, 1]
+  EXPECT_THROW(per_head_budgets({0.5, 0.3, 0.1, 0.1}, T, 0.5, 0.4), Error);
+  EXPECT_THROW(per_head_budgets({0.5, 0.5}, {10, 10}, 0.1, 0.0), Error);
+  EXPECT_THROW(per_head_budgets({0.5, 0.5}, {10, 10}, 0.1, 1.5), Error);
+  // a cap below one key still leaves each kept head one key
+  EXPECT_EQ(per_head_budgets({0.5, 0.5}, {10, 10}, 0.1, 0.05), (std::vector<int>{1, 1}));
+}
+
 TEST(BudgetSolver, PerHeadBudgetsKeepTheTotal) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<double> U(0.0, 1.0);

@@ -97,6 +97,7 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     double ratio = 0.1;
     unsigned long long seed = 0;
     std::string budgets, dump_heads;
+    double max_head_ratio = 1.0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("compact", "compact a context's KV cache and save it as a .kvc file");
@@ -108,6 +109,9 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
   cmd->add_option("-o,--output", o->out, "the .kvc file to write")->required();
   cmd->add_option("--seed", o->seed, "seed of the random baseline");
   cmd->add_option("--budgets", o->budgets, "per-head budget proportions (kvcompact budget); --ratio is then the total ratio");
+  cmd->add_option("--max-head-ratio", o->max_head_ratio,
+                  "with --budgets: no head keeps more than this fraction of its keys; the excess is water-filled "
+                  "over the other heads (the paper's max_ratio_per_head; default 1 = no cap)");
   cmd->add_option("--dump-heads", o->dump_heads,
                   "also write, per layer and KV head, K, V, the reference queries Q and the method's result "
                   "(selected, beta, C2, seconds; each head compacted alone) as .npy files + manifest.json to this folder");
@@ -124,11 +128,12 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     if (ids.size() < 2) throw Error(fmt::format("{}: the context encodes to {} tokens (need at least 2)", o->context, ids.size()));
     const ContextPrefill prefill = prefill_for_compaction(model, ids, co);
     std::vector<int> uniform_lengths;  // per head: a uniform budget of the same total
+    if (o->max_head_ratio != 1.0 && o->budgets.empty()) throw Error("--max-head-ratio: only with --budgets");
     if (!o->budgets.empty()) {
       const BudgetSchedule s = read_budget_schedule_for(o->budgets, model.config.n_layers, model.config.n_kv_heads);
       const std::vector<double> p = s.proportions();
       const std::vector<int> lengths(p.size(), static_cast<int>(ids.size()));
-      co.head_budgets = per_head_budgets(p, lengths, co.ratio);
+      co.head_budgets = per_head_budgets(p, lengths, co.ratio, o->max_head_ratio);
       uniform_lengths = per_head_budgets(std::vector<double>(p.size(), 1.0 / p.size()), lengths, co.ratio);
     }
     if (!o->dump_heads.empty()) dump_heads(o->dump_heads, prefill, co, model.config.n_layers);

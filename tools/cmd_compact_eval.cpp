@@ -74,7 +74,7 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
     std::string data, ratios = "0.05,0.1,0.2,0.5,1", methods = "am,random,recent,attn-nofit";
     std::string csv, json_out;
     int docs = 0, skip = 0;
-    double context_frac = 0.6;
+    double context_frac = 0.6, max_head_ratio = 1.0;
     int context_tokens = 0, continuation_tokens = 0;
     std::string split = "blank-lines";
     unsigned long long seed = 0;
@@ -102,6 +102,9 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--seed", o->seed, "seed of the random baseline");
   cmd->add_option("--budgets", o->budgets,
                   "per-head budget proportions (kvcompact budget); each ratio is then the total ratio");
+  cmd->add_option("--max-head-ratio", o->max_head_ratio,
+                  "with --budgets: no head keeps more than this fraction of its keys; the excess is water-filled "
+                  "over the other heads (the paper's max_ratio_per_head; default 1 = no cap)");
   cmd->add_option("--plot", o->plot, "write the delta-NLL vs ratio figure (.svg or .png)");
   cmd->add_option("--csv", o->csv, "also write the table as CSV to this file");
   cmd->add_option("--out-json", o->json_out, "also write the JSON result to this file");
@@ -122,6 +125,12 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
     if (!o->budgets.empty()) {
       const BudgetSchedule s = read_budget_schedule_for(o->budgets, model.config.n_layers, model.config.n_kv_heads);
       opt.budget_proportions = s.proportions();
+    }
+    if (o->max_head_ratio != 1.0) {
+      if (o->budgets.empty()) throw Error("--max-head-ratio: only with --budgets");
+      if (!(o->max_head_ratio > 0 && o->max_head_ratio <= 1))
+        throw Error(fmt::format("--max-head-ratio: {} is outside (0, 1]", o->max_head_ratio));
+      opt.max_head_ratio = o->max_head_ratio;
     }
     opt.context_tokens = o->context_tokens;
     opt.continuation_tokens = o->continuation_tokens;

@@ -319,7 +319,10 @@ def pyramid_budgets(
 ) -> dict:
     """PyramidKV's linearly decreasing layer shares (arXiv 2406.02069, beta as there)."""
 
-def per_head_budgets(schedule: dict | str, tokens_per_head: Sequence[int], ratio: float) -> list[int]:
+def per_head_budgets(
+    schedule: dict | str, tokens_per_head: Sequence[int], ratio: float, max_head_ratio: float = 1.0
+) -> list[int]:
     """Whole entries per head for total ratio `ratio` in (0, 1]: round(ratio * sum T_h) shared by
-    the proportions, water-filled at each head's T_h, each kept head >= 1 (for Model.compact's
-    budgets)."""
+    the proportions, water-filled at each head's cap max(1, floor(max_head_ratio * T_h)) (the
+    paper's max_ratio_per_head; 1 = T_h), each kept head >= 1 (for Model.compact's budgets).
+    kvcompact.Error when the caps cannot hold the total."""

@@ -180,12 +180,13 @@ void bind_analysis(py::module_& m, py::class_<PyModel>& model_class) {
     return json_to_py(budget_schedule_to_json(s));
   }, py::arg("n_layers"), py::arg("n_kv_heads"), py::arg("targets") = std::vector<double>{0.01, 0.02, 0.05, 0.1},
      py::arg("beta") = 20.0, py::arg("curves") = py::none());
-  m.def("per_head_budgets", [](const py::object& schedule, const std::vector<int>& tokens_per_head, double ratio) {
+  m.def("per_head_budgets", [](const py::object& schedule, const std::vector<int>& tokens_per_head, double ratio,
+                               double max_head_ratio) {
     const BudgetSchedule s = py::isinstance<py::str>(schedule)
                                  ? read_budget_schedule(schedule.cast<std::string>())
                                  : budget_schedule_from_json(py_to_json(schedule), "schedule");
-    return per_head_budgets(s.proportions(), tokens_per_head, ratio);
-  }, py::arg("schedule"), py::arg("tokens_per_head"), py::arg("ratio"));
+    return per_head_budgets(s.proportions(), tokens_per_head, ratio, max_head_ratio);
+  }, py::arg("schedule"), py::arg("tokens_per_head"), py::arg("ratio"), py::arg("max_head_ratio") = 1.0);
 }
 
 }  // namespace kvcompact::py_bind

@@ -109,6 +109,23 @@ def test_budgets_equal_cli(sweep, tmp):
         assert abs(sum(h["proportion"] for h in got["heads"]) - 1) < 1e-9
     keys = kvcompact.per_head_budgets(got, [100] * 20, 0.25)
     assert sum(keys) == 500 and all(1 <= k <= 100 for k in keys)
+    # the per-head cap, worked by hand (tests/budget_solver_test.cpp PerHeadCapWaterFillsByHand)
+    four = {"schedule": "hand", "targets": [0.25], "floor": 0.0, "n_layers": 1, "n_kv_heads": 4,
+            "heads": [{"name": f"L0H{h}", "layer": 0, "kv_head": h, "proportion": p}
+                      for h, p in enumerate([0.7, 0.1, 0.1, 0.1])], "predicted_delta": {}}
+    assert kvcompact.per_head_budgets(four, [100] * 4, 0.25) == [70, 10, 10, 10]
+    assert kvcompact.per_head_budgets(four, [100] * 4, 0.25, max_head_ratio=0.4) == [40, 20, 20, 20]
+    with pytest.raises(kvcompact.Error, match="max head ratio"):
+        kvcompact.per_head_budgets(four, [100] * 4, 0.5, max_head_ratio=0.4)
+    # the CLI's compact --max-head-ratio caps every head of a real cache at floor(0.3 T)
+    text = documents(1)[0]
+    (tmp / "ctx.txt").write_text(text)
+    run_cli("compact", "--model", str(STORIES), "--context", str(tmp / "ctx.txt"), "--ratio", "0.25",
+            "--budgets", str(tmp / "optimized.json"), "--max-head-ratio", "0.3", "-o", str(tmp / "capped.kvc"))
+    m = kvcompact.Model(str(STORIES))
+    c = m.load_cache(str(tmp / "capped.kvc"))
+    T = len(c.context_tokens)
+    assert c.lengths.max() <= int(0.3 * T) and c.kept_entries == round(0.25 * T * 20)
     with pytest.raises(ValueError, match="targets"):
         kvcompact.uniform_budgets(5, 4, targets=[0.0])
     with pytest.raises(kvcompact.Error):

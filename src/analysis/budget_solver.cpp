@@ -387,7 +387,8 @@ BudgetSchedule read_budget_schedule_for(const std::string& path, int n_layers, i
   return s;
 }
 
-std::vector<int> per_head_budgets(const std::vector<double>& p, const std::vector<int>& T, double R) {
+std::vector<int> per_head_budgets(const std::vector<double>& p, const std::vector<int>& T, double R,
+                                  double max_head_ratio) {
   const std::size_t H = p.size();
   if (H == 0 || T.size() != H)
     throw Error(fmt::format("per_head_budgets: {} proportions for {} heads", H, T.size()));
@@ -404,11 +405,24 @@ std::vector<int> per_head_budgets(const std::vector<double>& p, const std::vecto
     if (p[h] > 0) ++positive;
   }
   if (std::fabs(psum - 1.0) > 1e-6) throw Error(fmt::format("per_head_budgets: proportions sum to {}, not 1", psum));
+  if (!std::isfinite(max_head_ratio) || max_head_ratio <= 0 || max_head_ratio > 1)
+    throw Error(fmt::format("per_head_budgets: max head ratio {} is outside (0, 1]", max_head_ratio));
+  // Per-head caps (the paper's max_ratio_per_head): cap_h = max(1, floor(max_head_ratio * T_h)).
+  std::vector<int> cap(H);
+  long long cap_sum = 0;
+  for (std::size_t h = 0; h < H; ++h) {
+    cap[h] = max_head_ratio >= 1.0 ? T[h]
+                                   : std::max(1, static_cast<int>(std::floor(max_head_ratio * T[h] + 1e-9)));
+    cap_sum += cap[h];
+  }
   long long tsum_positive = 0;  // keys the heads that may get any can hold
   for (std::size_t h = 0; h < H; ++h)
-    if (p[h] > 0) tsum_positive += T[h];
-  const long long wanted = std::clamp<long long>(std::llround(R * static_cast<double>(tsum)),
-                                                 static_cast<long long>(positive), tsum);
+    if (p[h] > 0) tsum_positive += cap[h];
+  const long long asked = std::llround(R * static_cast<double>(tsum));
+  if (asked > cap_sum)
+    throw Error(fmt::format("per_head_budgets: ratio {} asks for {} keys but a max head ratio of {} leaves room for "
+                            "{} (raise the cap or lower the ratio)", R, asked, max_head_ratio, cap_sum));
+  const long long wanted = std::clamp<long long>(asked, static_cast<long long>(positive), cap_sum);
   // The positive heads take what they can hold; any excess (only when they are all full) spills
   // over to the zero-proportion heads below, so the total always matches.
   long long total = std::min(wanted, tsum_positive);
@@ -430,8 +444,8 @@ std::vector<int> per_head_budgets(const std::vector<double>& p, const std::vecto
     share();
     changed = false;
     for (std::size_t h = 0; h < H; ++h)
-      if (!fixed[h] && q[h] > T[h]) {
-        q[h] = T[h];
+      if (!fixed[h] && q[h] > cap[h]) {
+        q[h] = cap[h];
         fixed[h] = 1;
         changed = true;
       }
@@ -452,23 +466,23 @@ std::vector<int> per_head_budgets(const std::vector<double>& p, const std::vecto
   std::vector<std::pair<double, std::size_t>> rem;
   for (std::size_t h = 0; h < H; ++h) {
     const double fl = std::floor(q[h] + 1e-9);
-    keys[h] = std::min(T[h], static_cast<int>(fl));
+    keys[h] = std::min(cap[h], static_cast<int>(fl));
     if (p[h] > 0) keys[h] = std::max(keys[h], 1);
     assigned += keys[h];
-    if (p[h] > 0 && keys[h] < T[h]) rem.emplace_back(q[h] - keys[h], h);
+    if (p[h] > 0 && keys[h] < cap[h]) rem.emplace_back(q[h] - keys[h], h);
   }
   std::stable_sort(rem.begin(), rem.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   for (std::size_t i = 0; assigned < total && i < rem.size(); ++i, ++assigned) ++keys[rem[i].second];
   // Guard (cannot trigger when the arithmetic above is exact): adjust to the exact total.
   for (std::size_t h = 0; assigned < total && h < H; ++h)
-    while (p[h] > 0 && keys[h] < T[h] && assigned < total) ++keys[h], ++assigned;
+    while (p[h] > 0 && keys[h] < cap[h] && assigned < total) ++keys[h], ++assigned;
   for (std::size_t h = H; assigned > total && h-- > 0;)
     while (keys[h] > 1 && assigned > total) --keys[h], --assigned;
   // Spill-over to the zero-proportion heads: one key at a time, round robin in head order, to the
   // heads with room (equal shares, capped at T_h).
   for (long long spill = wanted - total; spill > 0;)
     for (std::size_t h = 0; h < H && spill > 0; ++h)
-      if (p[h] == 0 && keys[h] < T[h]) ++keys[h], --spill;
+      if (p[h] == 0 && keys[h] < cap[h]) ++keys[h], --spill;
   return keys;
 }
 

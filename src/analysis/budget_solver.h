@@ -141,7 +141,13 @@ BudgetSchedule read_budget_schedule_for(const std::string& path, int n_layers, i
 /// sum_h keys_h == total exactly and 1 <= keys_h <= T_h for p_h > 0.
 /// proportions, tokens_per_head: [H]. Throws Error for size mismatch, R outside (0, 1], T_h < 1,
 /// or proportions that are negative, non-finite or do not sum to 1 within 1e-6.
+///
+/// max_head_ratio c in (0, 1] (the paper's max_ratio_per_head, adamzweiger/compaction
+/// apply_max_ratio_cap): every head keeps at most cap_h = max(1, floor(c * T_h)) keys; the caps
+/// replace T_h in the water-filling above, so a capped head's excess goes to the others in
+/// proportion to p_h. c = 1 is the plain rule. Throws Error for c outside (0, 1] or when
+/// round(R * sum T_h) > sum_h cap_h (the caps cannot hold the total).
 std::vector<int> per_head_budgets(const std::vector<double>& proportions, const std::vector<int>& tokens_per_head,
-                                  double R);
+                                  double R, double max_head_ratio = 1.0);
 
 }  // namespace kvcompact

@@ -24,6 +24,9 @@ struct CompactEvalOptions {
   /// Non-uniform budgets: per-head proportions [n_layers * n_kv_heads] layer-major (summing to 1,
   /// budget_solver.h); each ratio r is then the total ratio: head budgets per_head_budgets(p, T, r).
   std::vector<double> budget_proportions;
+  /// With budget_proportions: no head keeps more than max(1, floor(max_head_ratio * T)) keys
+  /// (per_head_budgets' cap, the paper's max_ratio_per_head); in (0, 1], 1 = no cap.
+  double max_head_ratio = 1.0;
   bool progress = true;       ///< one line per document on stderr
 };
 

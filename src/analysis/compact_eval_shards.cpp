@@ -64,7 +64,7 @@ UnitStudy make_compact_eval_study(const Model& model, const std::vector<std::str
     names.push_back(fmt::format("doc_{}", d));
     hashes.push_back(hash_hex(documents[d]));
   }
-  const json settings = {{"model_fingerprint", fingerprint_hex(model_fingerprint(model.config, model.weights))},
+  json settings = {{"model_fingerprint", fingerprint_hex(model_fingerprint(model.config, model.weights))},
                          {"methods", methods},
                          {"ratios", options.ratios},
                          {"context_frac", options.context_frac},
@@ -72,6 +72,7 @@ UnitStudy make_compact_eval_study(const Model& model, const std::vector<std::str
                          {"continuation_tokens", options.continuation_tokens},
                          {"seed", options.seed},
                          {"budget_proportions", options.budget_proportions}};
+  if (options.max_head_ratio != 1.0) settings["max_head_ratio"] = options.max_head_ratio;  // older studies: no key
   UnitStudy study = make_unit_study(study_kind("compact-eval"), settings, std::move(names), std::move(hashes));
   study.inputs = {{"model", model.path}};  // for the merged result's header (paths may differ between nodes)
   return study;
