@@ -19,6 +19,9 @@ usage:
   context, question, answer_prefix (default ""), answer or answers (list of acceptable strings, or
   one string), max_new_tokens (default --max-new-tokens or 32), task (default "niah_single_1";
   the RULER scorer uses string_match_part for tasks starting with "qa", string_match_all else).
+  kvcompact's own task files (`kvcompact tasks --family ruler_niah_single_1 ... -o tasks.jsonl`:
+  prompt, context, references, family) are read too: question = the prompt after the context,
+  answer = references, task = family without "ruler_".
 --presses: names of kvpress's PRESS_REGISTRY (evaluation/evaluate_registry.py: snapkv, knorm,
   no_press, ...) plus kvcompact_am (kvcompact.kvpress.AttentionMatchingPress) and
   kvcompact_<method> (kvcompact.kvpress.KvcompactPress(method=<method>)). --ratios: kvpress
@@ -92,6 +95,16 @@ def load_local(path: Path, default_tokens: int):
         if not rows:
             sys.exit(f"--data: {path} holds no rows")
         df = pd.DataFrame(rows)
+    if "question" not in df.columns and {"prompt", "context"} <= set(df.columns):
+        # kvcompact's task files (`kvcompact tasks --family ruler_...`): prompt = context + question tail.
+        bad = [i for i, (p, c) in enumerate(zip(df["prompt"], df["context"])) if not p.startswith(c)]
+        if bad:
+            sys.exit(f"--data: {path} row {bad[0]}: prompt does not start with context")
+        df["question"] = [p[len(c):] for p, c in zip(df["prompt"], df["context"])]
+        if "answer" not in df.columns and "answers" not in df.columns:
+            df["answer"] = df["references"] if "references" in df.columns else df["reference"].apply(lambda r: [r])
+        if "task" not in df.columns and "family" in df.columns:
+            df["task"] = df["family"].apply(lambda f: f[len("ruler_"):] if f.startswith("ruler_") else f)
     if "answer" not in df.columns and "answers" in df.columns:
         df = df.rename(columns={"answers": "answer"})
     for col in ("context", "question", "answer"):
