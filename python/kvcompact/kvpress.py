@@ -186,6 +186,8 @@ class KvcompactPress(BasePress):
         if keys.shape[0] != 1:
             raise ValueError(f"keys: batch size {keys.shape[0]} (kvcompact presses support batch size 1)")
         _, n_kv, T, d = keys.shape
+        if not (0.0 <= float(self.compression_ratio) < 1.0):  # kvpress's runner sets it after __init__
+            raise ValueError(f"compression_ratio: {self.compression_ratio} is outside [0, 1)")
         t = kept_entries(T, self.compression_ratio)
         q = layer_queries(module, hidden_states, kwargs["position_embeddings"])
         Q = per_kv_head(q, n_kv)

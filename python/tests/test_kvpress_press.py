@@ -54,7 +54,7 @@ def test_pipeline_answers(setup):
     for press in (AttentionMatchingPress(compression_ratio=0.7), KvcompactPress(method="snapkv", compression_ratio=0.7),
                   SnapKVPress(compression_ratio=0.7)):
         out = pipe(context, questions=[QUESTION, "\nQuestion: What colour is the door?\nAnswer:"], press=press,
-                   max_new_tokens=6)["answers"]
+                   max_new_tokens=4)["answers"]
         print(type(press).__name__, out)
         assert len(out) == 2 and all(isinstance(a, str) for a in out)
 
@@ -143,3 +143,14 @@ def test_press_errors(setup):
         KvcompactPress(method="snapkv", compression_ratio=-0.5)
     with pytest.raises(kvcompact.Error):
         KvcompactPress(method="no_such_method", compression_ratio=0.5)
+    model, tok, pipe, context = setup
+    press = AttentionMatchingPress(compression_ratio=0.5)
+    press.compression_ratio = 1.0  # as kvpress's EvaluationRunner sets it, after __init__
+    with pytest.raises(ValueError, match="compression_ratio: 1.0"):
+        pipe(context[:200], question=QUESTION, press=press, max_new_tokens=2)
+    model.set_attn_implementation("eager")
+    try:
+        with pytest.raises(ValueError, match="attn_implementation: 'eager'"):
+            pipe(context[:200], question=QUESTION, press=AttentionMatchingPress(compression_ratio=0.5), max_new_tokens=2)
+    finally:
+        model.set_attn_implementation("sdpa")
