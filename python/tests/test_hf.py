@@ -78,6 +78,15 @@ def test_from_kvcompact_equals_native_forward_and_generate(models):
     print(f"without the interleaved->half-split key permutation: {rel(wrong, want):.3g}")
     assert rel(wrong, want) > 1e-2
 
+    # Ragged heads (per-head budgets, one head empty) against the native forward as well.
+    budgets = [(7 * i) % 61 for i in range(90)]
+    cr = km.compact(ids, budgets=budgets, method="am")
+    hr = kh.from_kvcompact(cr, hf)
+    assert [k for lk in hr.kept for k in lk] == budgets and hr.nbytes == cr.cache_bytes
+    dr = rel(hf_logits(hf, cont, hr), km.logits(cont, cache=cr))
+    print(f"ragged budgets (0..60 entries per head): {dr:.3g}")
+    assert dr <= 1e-4
+
     # Greedy generation: transformers' generate over the converted cache vs kvcompact's generate.
     prompt = " The"
     steps = 12
