@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "compaction/on_policy.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/model_fingerprint.h"
@@ -36,7 +37,8 @@ CompactedContext compact_context(const Model& model, std::span<const int> ids, c
   f.ratio = co.ratio;
   f.context_tokens.assign(ids.begin(), ids.end());
   f.last_logits = prefill.last_logits;
-  f.cache = compact_cache(prefill.cache, prefill.queries, co, &prefill.context_queries);
+  const Transformer transformer(model.config, model.weights);
+  f.cache = compact_prefill(transformer, prefill, co, co.seed);
   out.full_entries = prefill.cache.total_entries();
   out.full_bytes = prefill.cache.bytes();
   return out;

@@ -11,6 +11,7 @@
 #include "analysis/mean_sem.h"
 #include "analysis/perplexity.h"
 #include "compaction/head_compaction.h"
+#include "compaction/on_policy.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "model/transformer.h"
@@ -103,7 +104,7 @@ CompactEvalUnit evaluate_compact_eval_document(const Model& model, const Transfo
         co.head_budgets = per_head_budgets(options.budget_proportions, lengths, ratio, options.max_head_ratio);
       }
       auto t0 = std::chrono::steady_clock::now();
-      KVCache compacted = compact_cache(prefill.cache, prefill.queries, co, &prefill.context_queries);
+      KVCache compacted = compact_prefill(transformer, prefill, co, options.seed + d);
       const double secs = seconds_since(t0);
       const double nll = mean_continuation_nll(transformer, compacted, continuation, prefill.last_logits);
       if (!std::isfinite(nll))

@@ -92,6 +92,9 @@ DocumentInfluence sweep_context(
 
   const Transformer tr(c, model.weights);
   std::span<const int> context(ids.data(), T);
+  if (options.method.queries.on_policy)
+    throw Error("influence: on-policy queries (queries=...+onpolicy) are not supported by the sweep; every head's "
+                "compaction there reads the same off-policy queries");
   QueryPlan plan;
   plan.spec = options.method.queries;
   plan.seed = options.seed;

@@ -15,6 +15,7 @@
 #include "analysis/mean_sem.h"
 #include "compaction/head_compaction.h"
 #include "io/atomic_file.h"
+#include "compaction/on_policy.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "io/json_number.h"
@@ -294,7 +295,7 @@ QaArticleUnit evaluate_qa_article(const Model& model, const Transformer& tr, con
       co.ratio = ratio;
       co.seed = options.seed + ai;
       set_rope(co, model.config);
-      caches.push_back(compact_cache(prefill.cache, prefill.queries, co, &prefill.context_queries));
+      caches.push_back(compact_prefill(tr, prefill, co, options.seed + ai));
     }
   }
   for (const KVCache& c : caches) {

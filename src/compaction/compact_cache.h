@@ -57,4 +57,12 @@ HeadCache to_head_cache(CompactedHead compacted, const HeadCache& source);
 KVCache compact_cache(const KVCache& full, const ReferenceQueries& queries, const CompactionOptions& options,
                       const ReferenceQueries* context_queries = nullptr);
 
+/// The heads [n_kv_heads] of one layer of `full`, compacted exactly as compact_cache compacts
+/// that layer (same budgets, seeds and sliding-layer rule; only that layer's queries are read).
+/// On-policy compaction (on_policy.h) calls it layer by layer. Throws as compact_cache, and for a
+/// layer out of range.
+std::vector<HeadCache> compact_cache_layer(const KVCache& full, int layer, const ReferenceQueries& queries,
+                                           const CompactionOptions& options,
+                                           const ReferenceQueries* context_queries = nullptr);
+
 }  // namespace kvcompact

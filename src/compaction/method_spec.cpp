@@ -27,6 +27,16 @@ std::vector<std::string> split(std::string_view s, char sep) {
   }
 }
 
+const char* source_name(QuerySourceKind k) {
+  switch (k) {
+    case QuerySourceKind::Repeat: return "repeat";
+    case QuerySourceKind::Context: return "context";
+    case QuerySourceKind::SelfStudy: return "self-study";
+    case QuerySourceKind::Random: return "random";
+  }
+  return "repeat";
+}
+
 QuerySpec parse_queries(const MethodSettings& c, const std::string& v) {
   QuerySpec q;
   q.sources.clear();
@@ -40,6 +50,11 @@ QuerySpec parse_queries(const MethodSettings& c, const std::string& v) {
     const std::vector<std::string> parts = split(term, ':');
     if (parts.size() > 2 || parts[0].empty())
       c.fail(fmt::format("queries: bad term '{}' (expected source[:cap] or total:N)", term));
+    if (parts[0] == "onpolicy") {
+      if (parts.size() != 1 || q.on_policy) c.fail(fmt::format("queries: bad or repeated term '{}'", term));
+      q.on_policy = true;
+      continue;
+    }
     if (parts[0] == "total") {
       if (parts.size() != 2 || total_seen) c.fail(fmt::format("queries: bad or repeated term '{}'", term));
       q.total_cap = c.parse_int("queries total", parts[1], 1, 1 << 30);
@@ -54,17 +69,12 @@ QuerySpec parse_queries(const MethodSettings& c, const std::string& v) {
     q.sources.push_back(s);
   }
   if (q.sources.empty()) c.fail("queries: no source given (valid: repeat, context, self-study, random)");
+  if (q.on_policy)
+    for (const QuerySource& s : q.sources)
+      if (s.kind != QuerySourceKind::Repeat && s.kind != QuerySourceKind::SelfStudy)
+        c.fail(fmt::format("queries: onpolicy reruns token sequences, which the source '{}' has none of (use repeat "
+                           "or self-study)", source_name(s.kind)));
   return q;
-}
-
-const char* source_name(QuerySourceKind k) {
-  switch (k) {
-    case QuerySourceKind::Repeat: return "repeat";
-    case QuerySourceKind::Context: return "context";
-    case QuerySourceKind::SelfStudy: return "self-study";
-    case QuerySourceKind::Random: return "random";
-  }
-  return "repeat";
 }
 
 std::string queries_string(const QuerySpec& q) {
@@ -72,6 +82,7 @@ std::string queries_string(const QuerySpec& q) {
   for (const QuerySource& s : q.sources)
     terms.push_back(s.cap > 0 ? fmt::format("{}:{}", source_name(s.kind), s.cap) : source_name(s.kind));
   if (q.total_cap != QuerySpec{}.total_cap) terms.push_back(fmt::format("total:{}", q.total_cap));
+  if (q.on_policy) terms.push_back("onpolicy");
   return fmt::format("{}", fmt::join(terms, "+"));
 }
 

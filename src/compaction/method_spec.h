@@ -41,10 +41,14 @@ struct QuerySource {
   bool operator==(const QuerySource&) const = default;
 };
 
-/// The `queries=` field: sources in the order given, and a cap on their total per KV head.
+/// The `queries=` field: sources in the order given, and a cap on their total per KV head; the
+/// term `onpolicy` (e.g. queries=repeat+onpolicy) asks for on-policy queries
+/// (compaction/on_policy.h: layer l's queries recomputed with layers < l already compacted;
+/// repeat and self-study sources only).
 struct QuerySpec {
   std::vector<QuerySource> sources{QuerySource{}};  ///< default: repeat, uncapped
   int total_cap = 50000;                            ///< >= 1
+  bool on_policy = false;
   bool operator==(const QuerySpec&) const = default;
 };
 

@@ -90,10 +90,11 @@ ReferenceQueries empty_like(const ModelConfig& c) { return ReferenceQueries(c.n_
 
 /// Queries of the repeat: kRepeatPrompt then context[1:], fed after a copy of the context cache.
 ReferenceQueries repeat_queries(const Transformer& model, const Tokenizer& tokenizer, KVCache cache,
-                                std::span<const int> context) {
+                                std::span<const int> context, int source, std::vector<QuerySequence>& sequences) {
   std::vector<int> tail = tokenizer.encode(kRepeatPrompt, /*add_bos=*/false);
   const int skip = static_cast<int>(tail.size());
   tail.insert(tail.end(), context.begin() + 1, context.end());
+  sequences.push_back(QuerySequence{source, tail, skip});
   ReferenceQueries q = empty_like(model.config());
   QueryCollector collector(model.config(), skip, q);
   ForwardOptions opt;
@@ -106,7 +107,8 @@ ReferenceQueries repeat_queries(const Transformer& model, const Tokenizer& token
 /// Queries of self-study generations continuing the context cache.
 ReferenceQueries self_study_queries(const Transformer& model, const Tokenizer& tokenizer,
                                     const KVCache& context_cache, std::span<const float> last_logits,
-                                    const SelfStudyOptions& o, uint64_t seed) {
+                                    const SelfStudyOptions& o, uint64_t seed, int source,
+                                    std::vector<QuerySequence>& sequences) {
   if (o.count < 0 || o.length < 1)
     throw Error(fmt::format("self-study: count {} and length {} must be >= 0 and >= 1", o.count, o.length));
   ReferenceQueries q = empty_like(model.config());
@@ -120,15 +122,19 @@ ReferenceQueries self_study_queries(const Transformer& model, const Tokenizer& t
     Sampler sampler(std::min(model.config().vocab_size, tokenizer.vocab_size()), o.temperature, o.top_p,
                     seed * 7919 + s + 1);
     std::vector<float> logits(last_logits.begin(), last_logits.end());
+    QuerySequence fed{source, {}, 0};
     if (!o.prompts.empty()) {
       const std::vector<int> prompt = tokenizer.encode(o.prompts[s % o.prompts.size()], false);
       if (!prompt.empty()) logits = model.forward(prompt, cache, opt);
+      fed.tokens = prompt;
     }
     for (int i = 0; i < o.length; ++i) {
       const int next = sampler.sample(logits);
       if (next == tokenizer.eos_id() || next == tokenizer.bos_id()) break;
       logits = model.forward(std::span<const int>(&next, 1), cache, opt);
+      fed.tokens.push_back(next);
     }
+    if (!fed.tokens.empty()) sequences.push_back(std::move(fed));
   }
   return q;
 }
@@ -193,10 +199,13 @@ ContextPrefill collect_reference_queries(const Transformer& model, const Tokeniz
                               query_source_name(spec.kind)));
     ReferenceQueries q;
     switch (spec.kind) {
-      case QuerySourceKind::Repeat: q = repeat_queries(model, tokenizer, out.cache, context); break;
+      case QuerySourceKind::Repeat:
+        q = repeat_queries(model, tokenizer, out.cache, context, static_cast<int>(s), out.sequences);
+        break;
       case QuerySourceKind::Context: q = out.context_queries; break;
       case QuerySourceKind::SelfStudy:
-        q = self_study_queries(model, tokenizer, out.cache, out.last_logits, plan.self_study, plan.seed);
+        q = self_study_queries(model, tokenizer, out.cache, out.last_logits, plan.self_study, plan.seed,
+                               static_cast<int>(s), out.sequences);
         break;
       case QuerySourceKind::Random: q = random_queries(out.context_queries, plan.random_count, plan.seed); break;
     }

@@ -64,6 +64,14 @@ struct QueryPlan {
   int random_count = 0;   ///< rows per KV head of the Random source (0 = group_size * T)
 };
 
+/// A token sequence fed after the context cache whose queries (rows >= skip) were reference
+/// queries: what on-policy compaction (compaction/on_policy.h) feeds again.
+struct QuerySequence {
+  int source = 0;           ///< index into QueryPlan::spec.sources
+  std::vector<int> tokens;  ///< fed at positions T, T+1, ...
+  int skip = 0;             ///< leading rows whose queries are not kept (the repeat prompt)
+};
+
 /// Result of prefilling a context and collecting its reference queries.
 struct ContextPrefill {
   KVCache cache;                    ///< the context's full cache (T entries per head, positions 0..T-1)
@@ -72,6 +80,8 @@ struct ContextPrefill {
   ReferenceQueries context_queries; ///< per layer and KV head: [T * group_size, head_dim], the
                                     ///< context prefill's own queries, row (position i, query head
                                     ///< g) at i * group_size + g (SnapKV, H2O use them)
+  /// The repeat and self-study sequences run after the context, in source order.
+  std::vector<QuerySequence> sequences;
 };
 
 /// Repeat-prefill (Attention Matching, arXiv 2602.16284): runs the context tokens (BOS included),

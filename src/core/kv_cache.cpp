@@ -19,6 +19,17 @@ bool HeadCache::has_bias() const {
   return false;
 }
 
+void HeadCache::truncate(std::size_t length) {
+  const std::size_t n = beta.size();
+  if (length > n) throw Error(fmt::format("KV cache: cannot truncate a head of {} entries to {}", n, length));
+  if (length == n) return;
+  const std::size_t d = keys.size() / n;
+  keys.resize(length * d);
+  values.resize(length * d);
+  beta.resize(length);
+  positions.resize(length);
+}
+
 KVCache::KVCache(int n_layers, int n_kv_heads, int head_dim)
     : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim),
       heads_(static_cast<std::size_t>(n_layers) * n_kv_heads),

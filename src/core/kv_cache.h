@@ -22,6 +22,9 @@ struct HeadCache {
   void append(const float* k, const float* v, int head_dim, float b, int32_t position);
   /// True when any beta is non-zero (the entry set then needs its bias stored).
   bool has_bias() const;
+  /// Drops the entries after the first `length` (a rollback of tokens fed after them; keeps the
+  /// storage). Throws Error when length > length().
+  void truncate(std::size_t length);
 };
 
 /// KV cache of a whole model: n_layers x n_kv_heads HeadCaches. Heads may hold different numbers

@@ -208,6 +208,12 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
       (options.first_layer > 0 && options.layer_input == nullptr))
     throw Error(fmt::format("forward: first_layer {} needs layer_input and must be in [0, {}]",
                             options.first_layer, c.n_layers));
+  const int end_layer = options.end_layer < 0 ? c.n_layers : options.end_layer;
+  if (end_layer < options.first_layer || end_layer > c.n_layers)
+    throw Error(fmt::format("forward: end_layer {} must be in [first_layer {}, {}]", options.end_layer,
+                            options.first_layer, c.n_layers));
+  if (end_layer < c.n_layers && options.logits != LogitsMode::None)
+    throw Error(fmt::format("forward: end_layer {} stops before the last layer; logits need every layer", end_layer));
   if (options.layer_input != nullptr) {
     std::copy(options.layer_input, options.layer_input + N * dim, x);
   } else {
@@ -235,7 +241,7 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
   for (int l = 0; l < c.n_layers; ++l)
     if (cache.layer_window(l) != c.layer(l).window) cache.set_layer_window(l, c.layer(l).window);
 
-  for (int l = options.first_layer; l < c.n_layers; ++l) {
+  for (int l = options.first_layer; l < end_layer; ++l) {
     const LayerWeights& w = weights_.layers[l];
     const LayerSpec& spec = c.layer(l);
     const std::size_t rg = static_cast<std::size_t>(layer_rope_[static_cast<std::size_t>(l)]);
@@ -302,6 +308,7 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
     for (std::size_t i = 0; i < N * dim; ++i) x[i] += proj[i];
   }
   cache.next_position = first_pos + n;
+  if (options.hidden_out != nullptr) options.hidden_out->assign(x, x + N * dim);
 
   std::vector<float> logits;
   if (options.logits == LogitsMode::None) return logits;

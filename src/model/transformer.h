@@ -65,6 +65,13 @@ struct ForwardOptions {
   /// forward.
   int first_layer = 0;
   const float* layer_input = nullptr;
+  /// Stop after layer end_layer - 1 (-1 = run every layer): layers >= end_layer are skipped and
+  /// their caches neither read nor extended; logits must then be LogitsMode::None (else Error).
+  /// With first_layer = l and end_layer = l + 1 a call runs exactly one layer.
+  int end_layer = -1;
+  /// When set: receives the hidden states after the last layer run (before the final norm),
+  /// [n, dim]; with end_layer = first_layer, the input (embeddings or layer_input) itself.
+  std::vector<float>* hidden_out = nullptr;
   /// With LogitsMode::Rows: the rows (0 .. tokens.size()-1, any order, repeats allowed) whose
   /// logits are returned, [logit_rows.size(), vocab]. Throws Error for a row out of range.
   std::vector<int> logit_rows{};
