@@ -10,6 +10,7 @@
 #include "analysis/influence_shards.h"
 #include "analysis/mask_eval.h"
 #include "analysis/qa_eval_shards.h"
+#include "analysis/task_eval.h"
 #include "analysis/unit_study.h"
 #include "cli_common.h"
 #include "core/error.h"
@@ -37,13 +38,13 @@ Runner register_merge(CLI::App& app, CommonOptions& common) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
-      "merge", "aggregate a sharded study (influence, compact-eval, qa-eval, mask-eval or budget-eval run with --out DIR "
+      "merge", "aggregate a sharded study (influence, compact-eval, qa-eval, mask-eval, task-eval or budget-eval run with --out DIR "
                "--shard I/N) from its finished units; exit 2 when units are missing (influence, compact-eval and qa-eval "
                "then print the aggregate of the finished ones; the result files are written once the study is complete)");
   cmd->add_option("dirs", o->dirs, "output folders of the shards (one study; units are looked up in order)")
       ->required();
   cmd->add_option("--out", o->out,
-                  "folder for the results: influence.{json,csv,svg}, compact_eval.{json,csv}, qa_eval.{json,csv}, "
+                  "folder for the results: influence.{json,csv,svg}, compact_eval.{json,csv}, qa_eval.{json,csv}, task_eval.{json,csv}, "
                   "mask_eval.{json,csv,svg} or budget_eval.{json,csv,svg} (default: the first folder)");
   cmd->add_option("--band", o->band, "figure band: sem, std or none");
   cmd->add_flag("--png", o->png, "also write the figure as PNG");
@@ -76,6 +77,25 @@ Runner register_merge(CLI::App& app, CommonOptions& common) {
       std::fprintf(stderr,
                    "kvcompact: merge: %zu of %d articles missing (%s); the table above covers the finished ones "
                    "(qa_eval.csv/json are written once the study is complete)\n",
+                   m.missing.size(), m.study.units(), numbers_1(m.missing).c_str());
+      return 2;
+    }
+    if (kind != nullptr && kind->name == "task-eval") {
+      const TaskEvalMerge m = merge_task_eval(o->dirs[0]);
+      std::vector<std::string> csv, json;
+      if (m.missing.empty()) csv = {out_dir + "/task_eval.csv"}, json = {out_dir + "/task_eval.json"};
+      std::vector<int> missing_1;
+      for (int k : m.missing) missing_1.push_back(k + 1);
+      report_task_eval(m.result,
+                       {{"study", m.study.id},
+                        {"model", m.study.inputs.is_object() ? m.study.inputs.value("model", "") : ""},
+                        {"model_fingerprint", m.study.settings.value("model_fingerprint", "")},
+                        {"missing_items", missing_1}},
+                       csv, json, common.json);
+      if (m.missing.empty()) return 0;
+      std::fprintf(stderr,
+                   "kvcompact: merge: %zu of %d items missing (%s); the table above covers the finished ones "
+                   "(task_eval.csv/json are written once the study is complete)\n",
                    m.missing.size(), m.study.units(), numbers_1(m.missing).c_str());
       return 2;
     }

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   add(register_mask_eval);
   add(register_budget_eval);
   add(register_speed);
+  add(register_task_eval);
 
   try {
     app.parse(argc, argv);

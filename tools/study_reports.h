@@ -12,6 +12,7 @@
 #include "analysis/compact_eval.h"
 #include "analysis/mask_eval.h"
 #include "analysis/qa_eval.h"
+#include "analysis/task_eval.h"
 
 namespace kvcompact::cli {
 
@@ -47,5 +48,11 @@ BudgetEvalReportFiles budget_eval_files(const std::string& dir, BudgetEvalReport
 /// as_json) and writes the files. `r` must be complete. Returns 0.
 int report_budget_eval(const BudgetEvalResult& r, nlohmann::json header, const BudgetEvalReportFiles& files,
                        bool as_json);
+
+/// Prints a task-eval result (summary and table; JSON when as_json, with `header` merged in: rows
+/// and the per-item answers) and writes the table as CSV to each of `csv` and the JSON to each of
+/// `json` (tools/cmd_task_eval.cpp). Returns 0.
+int report_task_eval(const TaskEvalResult& r, nlohmann::json header, const std::vector<std::string>& csv,
+                     const std::vector<std::string>& json, bool as_json);
 
 }  // namespace kvcompact::cli

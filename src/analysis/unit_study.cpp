@@ -185,6 +185,7 @@ const std::vector<StudyKind>& study_kinds() {
       {"compact-eval", "compact_eval", "document", "a compact-eval study"},
       {"qa-eval", "qa_eval", "article", "a qa-eval study"},
       {"mask-eval", "mask_eval", "condition", "a mask-eval study"},
+      {"task-eval", "task_eval", "item", "a task-eval study"},
       // The budget-eval's own manifests name its series; each series is a compact-eval study in
       // a sub-folder (analysis/budget_eval.h).
       {"budget-eval", "budget_eval", "series", "a budget-eval study"},
