@@ -125,11 +125,16 @@ def main():
         from kvcompact import hf as kvc_hf
 
         hf = AutoModelForCausalLM.from_pretrained(str(Path(a.model).parent), gguf_file=Path(a.model).name,
-                                                  torch_dtype=torch.float32)
-        cache = kvc_hf.from_kvcompact(caches["am"], hf)
-        inp = torch.tensor([p_ids])
-        out = hf.generate(inp, past_key_values=cache, max_new_tokens=24, do_sample=False)
-        print(f"\ntransformers over the AM cache: {m.detokenize(out[0, len(p_ids):].tolist()).strip()!r}")
+                                                  dtype=torch.float32)
+        cache = kvc_hf.from_kvcompact(caches["am"], hf)  # (C1, beta, C2) per head, ragged, in HF's layout
+        # generate() gets the context ids (already in the cache, not run again) and then the new ones
+        out = hf.generate(torch.tensor([ids + p_ids]), past_key_values=cache, max_new_tokens=40, do_sample=False)
+        hf_answer = out[0, len(ids) + len(p_ids):].tolist()
+        native = m.generate(prompt, steps=40, cache=caches["am"])["generated"]
+        n = min(len(hf_answer), len(native))
+        print(f"\ntransformers over the AM cache: {m.detokenize(hf_answer).strip()!r}")
+        print(f"same greedy tokens as kvcompact's own forward over that cache: {hf_answer[:n] == native[:n]} "
+              f"({n} tokens compared)")
 
 
 if __name__ == "__main__":

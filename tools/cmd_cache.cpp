@@ -96,7 +96,7 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     std::string context, method = "am", out;
     double ratio = 0.1;
     unsigned long long seed = 0;
-    std::string budgets, dump_heads;
+    std::string budgets, dump_heads, diagnostics;
     double max_head_ratio = 1.0;
   };
   auto o = std::make_shared<Opts>();
@@ -112,6 +112,9 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--max-head-ratio", o->max_head_ratio,
                   "with --budgets: no head keeps more than this fraction of its keys; the excess is water-filled "
                   "over the other heads (the paper's max_ratio_per_head; default 1 = no cap)");
+  cmd->add_option("--diagnostics", o->diagnostics,
+                  "also write per-head attention diagnostics (relative L2 error, cosine, attention-mass error of the "
+                  "compacted heads on the fitted reference queries and on held-out context queries) to this JSON file");
   cmd->add_option("--dump-heads", o->dump_heads,
                   "also write, per layer and KV head, K, V, the reference queries Q and the method's result "
                   "(selected, beta, C2, seconds; each head compacted alone) as .npy files + manifest.json to this folder");
@@ -149,12 +152,21 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     const std::size_t uniform_bytes = uniform_lengths.empty() ? 0 : f.cache.bytes_with_lengths(uniform_lengths);
     write_kvc_file(o->out, f);
     const auto file_bytes = std::filesystem::file_size(o->out);
+    nlohmann::json diag;
+    if (!o->diagnostics.empty()) {
+      diag = compaction_diagnostics(prefill, f.cache);
+      diag["method"] = f.method;
+      diag["ratio"] = f.ratio;
+      diag["context_tokens"] = ids.size();
+      write_file_atomic(o->diagnostics, diag.dump(2) + "\n");
+    }
     if (common.json) {
       print_json({{"output", o->out}, {"context_tokens", ids.size()}, {"method", f.method}, {"ratio", f.ratio},
                   {"kept_entries", f.cache.total_entries()}, {"full_entries", prefill.cache.total_entries()},
                   {"cache_bytes", f.cache.bytes()}, {"full_cache_bytes", prefill.cache.bytes()},
                   {"file_bytes", file_bytes}, {"model_fingerprint", fingerprint_hex(f.model_fingerprint)},
-                  {"budgets", o->budgets}, {"uniform_cache_bytes_same_total", uniform_bytes}});
+                  {"budgets", o->budgets}, {"uniform_cache_bytes_same_total", uniform_bytes},
+                  {"diagnostics", diag.is_null() ? nlohmann::json() : diag["mean"]}});
     } else {
       fmt::print("{}: {} context tokens, {} at ratio {}: {} of {} entries kept ({} of {} cache bytes), file {} bytes\n",
                  o->out, ids.size(), f.method, f.ratio, f.cache.total_entries(), prefill.cache.total_entries(),
@@ -162,6 +174,15 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
       if (!o->budgets.empty())
         fmt::print("per-head budgets from {}: {} bytes; a uniform cache of the same total: {} bytes\n", o->budgets,
                    f.cache.bytes(), uniform_bytes);
+      if (!diag.is_null()) {
+        const auto& fit = diag["mean"]["fit"];
+        const auto& held = diag["mean"]["heldout"];
+        fmt::print("diagnostics -> {} (means over heads; fit / held-out queries): relative L2 {:.4f} / {:.4f}, "
+                   "cosine {:.4f} / {:.4f}, attention-mass error {:.4f} / {:.4f}\n",
+                   o->diagnostics, fit["rel_l2_mean"].get<double>(), held["rel_l2_mean"].get<double>(),
+                   fit["cosine_mean"].get<double>(), held["cosine_mean"].get<double>(),
+                   fit["mass_err_mean"].get<double>(), held["mass_err_mean"].get<double>());
+      }
     }
     return 0;
   };

@@ -136,6 +136,12 @@ class CompactedCache(_CacheViews):
     @property
     def full_cache_bytes(self) -> int: ...
     @property
+    def diagnostics(self) -> Optional[dict]:
+        """Per-head attention diagnostics when Model.compact(..., diagnostics=True) made this cache
+        (the JSON of `kvcompact compact --diagnostics`: per head and as means, on the fitted
+        reference queries ("fit") and on held-out context queries ("heldout"): rel_l2_mean/max,
+        cosine_mean/min, mass_err_mean/max, n_queries); None otherwise."""
+    @property
     def last_logits(self) -> npt.NDArray[np.float32]:
         """Logits [vocab_size] after the context's last token (computed on the full cache)."""
     def kv_cache(self) -> KVCache:
@@ -239,14 +245,16 @@ class Model:
         seed: int = 0,
         budgets: Optional[Sequence[int]] = None,
         progress: Optional[Callable[[str], None]] = None,
+        diagnostics: bool = False,
         **options: object,
     ) -> CompactedCache:
         """The CLI's `compact`: prefills `context` (text encoded with BOS, or token ids), collects
         the reference queries the method needs and compacts every KV head to max(1, floor(ratio*T))
         entries (ratio default 0.1; method spec and options as compact_head), or to `budgets`
         (entries per head, n_layers * n_kv_heads, layer-major, each in 0..T; e.g. from
-        per_head_budgets). Raises ValueError (ratio outside [0, 1], both ratio and budgets, bad
-        budgets, fewer than 2 tokens) or kvcompact.Error (bad method spec)."""
+        per_head_budgets). diagnostics: also compute the per-head attention diagnostics
+        (CompactedCache.diagnostics). Raises ValueError (ratio outside [0, 1], both ratio and
+        budgets, bad budgets, fewer than 2 tokens) or kvcompact.Error (bad method spec)."""
     def load_cache(self, path: str) -> CompactedCache:
         """Reads a .kvc file (docs/kvc_format.md) and checks it was made for this model (its
         fingerprint); raises kvcompact.Error naming the file otherwise."""

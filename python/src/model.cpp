@@ -210,7 +210,7 @@ void bind_cache_views(Class& cls, Get get) {
 
 PyCache compact(const PyModel& self, const py::object& context, std::optional<double> ratio,
                 const std::string& method, std::uint64_t seed, std::optional<std::vector<int>> budgets,
-                const py::object& progress, const py::kwargs& options) {
+                const py::object& progress, bool diagnostics, const py::kwargs& options) {
   const Model& model = self.model();
   const std::vector<int> ids = token_ids(model, context, "context", true);
   check_ids(model, ids, "context");
@@ -239,6 +239,7 @@ PyCache compact(const PyModel& self, const py::object& context, std::optional<do
     py::gil_scoped_release release;
     const ContextPrefill prefill = prefill_for_compaction(model, ids, co);
     CompactedContext c = compact_context(model, ids, prefill, co);
+    if (diagnostics) out.diagnostics_json = compaction_diagnostics(prefill, c.file.cache).dump();
     out.file = std::move(c.file);
     out.full_entries = c.full_entries;
     out.full_bytes = c.full_bytes;
@@ -293,6 +294,10 @@ void bind_model(py::module_& m) {
       .def_property_readonly("full_entries", [](const PyCache& c) { return c.full_entries; })
       .def_property_readonly("full_cache_bytes", [](const PyCache& c) { return c.full_bytes; })
       .def_property_readonly("rope_style", [](const PyCache& c) { return rope_style_name(c.file.config.rope_style); })
+      .def_property_readonly("diagnostics", [](const PyCache& c) -> py::object {
+        if (c.diagnostics_json.empty()) return py::none();
+        return py::module_::import("json").attr("loads")(c.diagnostics_json);
+      })
       .def_property_readonly("last_logits", [](const PyCache& c) {
         return to_array(std::vector<float>(c.file.last_logits), {static_cast<py::ssize_t>(c.file.last_logits.size())});
       })
@@ -358,7 +363,8 @@ void bind_model(py::module_& m) {
       .def("generate", &generate, py::arg("prompt") = "", py::arg("steps") = 64, py::arg("temperature") = 0.0f,
            py::arg("top_p") = 0.9f, py::arg("seed") = 0, py::arg("cache") = nullptr)
       .def("compact", &compact, py::arg("context"), py::arg("ratio") = py::none(), py::arg("method") = "am",
-           py::arg("seed") = 0, py::arg("budgets") = py::none(), py::arg("progress") = py::none())
+           py::arg("seed") = 0, py::arg("budgets") = py::none(), py::arg("progress") = py::none(),
+           py::arg("diagnostics") = false)
       .def("load_cache", [](const PyModel& self, const std::string& path) {
         PyCache c;
         c.file = read_kvc_file(path);

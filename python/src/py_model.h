@@ -24,6 +24,7 @@ namespace py = pybind11;
 struct PyCache {
   KvcFile file;
   std::size_t full_entries = 0, full_bytes = 0;  // 0 when loaded from a file
+  std::string diagnostics_json;                  // compaction_diagnostics, when asked for ("" = none)
 };
 
 /// A mutable KV cache of one model (Model.new_cache, CompactedCache.kv_cache): what

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <span>
 
 #include "compaction/compact_cache.h"
@@ -31,5 +32,18 @@ struct CompactedContext {
 /// Throws as compact_cache.
 CompactedContext compact_context(const Model& model, std::span<const int> ids, const ContextPrefill& prefill,
                                  CompactionOptions co);
+
+/// Attention diagnostics of a compacted context (`compact --diagnostics`, Model.compact(diagnostics=
+/// True)): for every KV head of every global layer, diagnose_head (compaction/head_diagnostics.h)
+/// of the compacted head against the full one on two query sets: "fit", the reference queries
+/// the method was given (prefill.queries; for on-policy methods the off-policy ones), and
+/// "heldout", the context's own queries (prefill.context_queries: every query head of the group
+/// at every context position, attending to the whole context), which the fit never saw unless
+/// the method's queries include `context`. JSON: {"heads": [{"name": "L0H1", "layer", "kv_head",
+/// "T", "t", "fit": {...}, "heldout": {...}}], "mean": {"fit": {...}, "heldout": {...}}} with the
+/// HeadDiagnostics fields (n_queries, rel_l2_mean, rel_l2_max, cosine_mean, cosine_min,
+/// mass_err_mean, mass_err_max); "mean" averages each field over the heads. Heads in parallel.
+/// Throws Error when the caches' shapes differ or a compacted head is empty while queries exist.
+nlohmann::json compaction_diagnostics(const ContextPrefill& prefill, const KVCache& compacted);
 
 }  // namespace kvcompact
