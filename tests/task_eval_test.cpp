@@ -218,6 +218,10 @@ TEST_F(TaskEval, ResumesFromTheStudyFolder) {
   const CliRun s0 = run_cli(sargs + " --shard 0/2");
   ASSERT_EQ(s0.status, 0) << s0.err;
   EXPECT_NE(s0.out.find("1 of 2 items done"), std::string::npos) << s0.out;
+  const CliRun status = run_cli("slurm --status " + sharded);
+  ASSERT_EQ(status.status, 0) << status.err;
+  EXPECT_NE(status.out.find("1/2 items done"), std::string::npos) << status.out;
+  EXPECT_EQ(run_cli("merge " + sharded).status, 2);  // item 2 missing
   ASSERT_EQ(run_cli(sargs + " --shard 1/2").status, 0);
   const CliRun merged = run_cli("merge " + sharded);
   ASSERT_EQ(merged.status, 0) << merged.err;

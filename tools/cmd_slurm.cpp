@@ -1,4 +1,4 @@
-// `kvcompact slurm`: a study (influence sweep, compact-eval, qa-eval, mask-eval) as a SLURM job
+// `kvcompact slurm`: a study (influence sweep, compact-eval, qa-eval, mask-eval, task-eval) as a SLURM job
 // array plus a dependent merge job (issue #18).
 #include <fmt/format.h>
 #include <unistd.h>
@@ -92,7 +92,7 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
       "slurm",
-      "run a study on a SLURM cluster: `slurm influence|compact-eval|qa-eval|mask-eval|budget-eval ARGS... --array N` writes "
+      "run a study on a SLURM cluster: `slurm influence|compact-eval|qa-eval|mask-eval|task-eval|budget-eval ARGS... --array N` writes "
       "DIR/slurm/{STUDY_array,merge}.sbatch (task i runs STUDY ARGS --shard i/N) and submits both with sbatch; "
       "`slurm --status DIR` shows done/missing units per shard");
   cmd->allow_extras();
@@ -157,9 +157,9 @@ Runner register_slurm(CLI::App& app, CommonOptions& common) {
     }
     if (args.empty() ||
         (args[0] != "influence" && args[0] != "compact-eval" && args[0] != "qa-eval" && args[0] != "mask-eval" &&
-         args[0] != "budget-eval"))
+         args[0] != "task-eval" && args[0] != "budget-eval"))
       throw Error("slurm: give the study to run: `kvcompact slurm "
-                  "influence|compact-eval|qa-eval|mask-eval|budget-eval ARGS... --array N` (or --status DIR)");
+                  "influence|compact-eval|qa-eval|mask-eval|task-eval|budget-eval ARGS... --array N` (or --status DIR)");
     const std::string study = args[0];
     for (const auto& [name, value] : {std::pair<const char*, const std::string*>{"--partition", &o->partition},
                                       {"--time", &o->time}, {"--mem", &o->mem}, {"--job-name", &o->job_name}})
