@@ -2,6 +2,8 @@
 // the invariant that a head kept whole scores perfectly.
 #include "compaction/head_diagnostics.h"
 
+#include "compaction/head_attention.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -66,6 +68,37 @@ TEST(HeadDiagnostics, TheWholeHeadIsPerfectAndBadInputThrows) {
   EXPECT_THROW(diagnose_head(in, head_of(std::vector<float>(d, 0), std::vector<float>(d, 0), {NAN})), Error);
   in.n_queries = 0;
   EXPECT_EQ(diagnose_head(in, HeadCache{}).n_queries, 0);  // nothing to measure
+}
+
+}  // namespace
+}  // namespace kvcompact
+
+namespace kvcompact {
+namespace {
+
+// A key bias of log 2 on an entry is the same as two copies of that entry (head_attention.h):
+// the statistics of (k1 with bias log 2, k2) equal those of (k1, k1, k2) in output and mass,
+// in both the float and the double path.
+TEST(HeadAttentionKeyBias, LogTwoEqualsADuplicatedKey) {
+  const int d = 3, n = 4;
+  const std::vector<float> K2 = {0.3f, -1.0f, 0.5f, 1.2f, 0.1f, -0.4f}, V2 = {1, 2, 3, -1, 0, 2};
+  const std::vector<float> K3 = {0.3f, -1.0f, 0.5f, 0.3f, -1.0f, 0.5f, 1.2f, 0.1f, -0.4f},
+                           V3 = {1, 2, 3, 1, 2, 3, -1, 0, 2};
+  const std::vector<float> Q = {1, 0, 0, 0, 1, 0, 0, 0, 1, 2, -1, 0.5f};
+  const std::vector<float> bias = {std::log(2.0f), 0.0f};
+  HeadCompactionInput a{K2.data(), V2.data(), Q.data(), 2, n, d};
+  a.key_bias = bias.data();
+  const HeadCompactionInput b{K3.data(), V3.data(), Q.data(), 3, n, d};
+  for (auto f : {&compute_head_attention, &compute_head_attention_f32}) {
+    const HeadAttentionStats sa = f(a), sb = f(b);
+    for (int i = 0; i < n; ++i) {
+      EXPECT_NEAR(sa.row_max[i] + std::log(sa.mass[i]), sb.row_max[i] + std::log(sb.mass[i]), 1e-6);
+      for (int j = 0; j < d; ++j) EXPECT_NEAR(sa.output[i * d + j], sb.output[i * d + j], 1e-6);
+    }
+  }
+  std::vector<float> bad = {NAN, 0.0f};
+  a.key_bias = bad.data();
+  EXPECT_THROW(compute_head_attention(a), Error);
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include "analysis/qa_eval.h"
 #include "cli_model.h"
 #include "core/error.h"
+#include "analysis/online_compaction.h"
+#include "compaction/method_spec.h"
 #include "model/generate.h"
 #include "loaders/model_loader.h"
 #include "model/model.h"
@@ -74,6 +76,9 @@ Runner register_generate(CLI::App& app, CommonOptions& common) {
     unsigned long long seed = 0;
     std::string cache;
     bool chat = false;
+    int compact_at = 0, keep_recent = 64, max_compactions = 0;
+    double compact_ratio = 0.1;
+    std::string compact_method = "am";
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("generate", "generate text (temperature 0 = greedy)");
@@ -89,8 +94,17 @@ Runner register_generate(CLI::App& app, CommonOptions& common) {
   cmd->add_flag("--chat", o->chat,
                 "wrap the prompt as a user message with the model's chat template (tokenizer_config.json of an HF "
                 "checkpoint or beside --tokenizer tokenizer.json), generation prompt added");
+  cmd->add_option("--compact-at", o->compact_at,
+                  "compact during generation: whenever a head holds this many entries, compact all but the newest "
+                  "--keep-recent of them to --compact-ratio with --compact-method, then continue (0 = never)");
+  cmd->add_option("--keep-recent", o->keep_recent, "with --compact-at: newest entries kept verbatim (default 64)");
+  cmd->add_option("--compact-ratio", o->compact_ratio, "with --compact-at: keep ratio of the older entries (default 0.1)");
+  cmd->add_option("--compact-method", o->compact_method, "with --compact-at: method spec (default am)");
+  cmd->add_option("--max-compactions", o->max_compactions, "with --compact-at: at most this many (0 = no limit)");
   add_common_options(cmd, common);
   return [o, &common] {
+    if (o->compact_at < 0) throw Error(fmt::format("--compact-at {}: must be >= 0", o->compact_at));
+    if (o->compact_at > 0 && !o->cache.empty()) throw Error("--compact-at: not with --cache");
     if (!(o->top_p > 0.0f && o->top_p <= 1.0f))
       throw Error(fmt::format("--top-p {}: must be in (0, 1] (1 samples the full distribution)", o->top_p));
     std::string prompt = o->prompt;
@@ -118,10 +132,28 @@ Runner register_generate(CLI::App& app, CommonOptions& common) {
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
       };
-    GenerationResult r = generate(transformer, *model.tokenizer, prompt, o->steps, sampler, stream);
+    std::vector<OnlineCompactionEvent> events;
+    GenerationResult r;
+    if (o->compact_at > 0) {
+      OnlineCompactionOptions oc;
+      oc.limit = o->compact_at;
+      oc.keep_recent = o->keep_recent;
+      oc.ratio = o->compact_ratio;
+      oc.method = parse_method_spec(o->compact_method);
+      oc.max_compactions = o->max_compactions;
+      oc.seed = seed;
+      r = generate_with_online_compaction(transformer, *model.tokenizer, prompt, o->steps, sampler, oc, &events, stream);
+    } else {
+      r = generate(transformer, *model.tokenizer, prompt, o->steps, sampler, stream);
+    }
     if (common.json) {
+      nlohmann::json ev = nlohmann::json::array();
+      for (const auto& e : events)
+        ev.push_back({{"tokens_fed", e.tokens_fed}, {"entries_before", e.entries_before},
+                      {"entries_after", e.entries_after}, {"seconds", e.seconds}});
       print_json({{"text", r.text}, {"prompt_tokens", r.prompt_tokens}, {"generated", r.generated},
-                  {"positions", r.positions}, {"stopped", r.stopped}, {"seed", seed}, {"chat", o->chat}});
+                  {"positions", r.positions}, {"stopped", r.stopped}, {"seed", seed}, {"chat", o->chat},
+                  {"compactions", ev}});
     } else {
       std::fputc('\n', stdout);
     }

@@ -72,6 +72,7 @@ void validate_head_input(const HeadCompactionInput& in, const char* where) {
   if (T > 0) {
     check_finite(in.keys, T * d, where, "K");
     check_finite(in.values, T * d, where, "V");
+    if (in.key_bias != nullptr) check_finite(in.key_bias, T, where, "key bias");
   }
   if (n > 0) check_finite(in.queries, n * d, where, "Q");
 }
@@ -132,6 +133,9 @@ HeadAttentionStats compute_head_attention(const HeadCompactionInput& in) {
     // A = s * Qb K^T : [nb, T], then row softmax in place.
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nb), T, d, scale,
                 Qb.data(), d, K.data(), d, 0.0, A.data(), T);
+    if (in.key_bias != nullptr)
+      for (std::size_t r = 0; r < nb; ++r)
+        for (std::size_t j = 0; j < TT; ++j) A[r * TT + j] += in.key_bias[j];
     softmax_rows(A.data(), nb, TT, st.row_max.data() + b0, st.mass.data() + b0);
     // Y block = A V : [nb, d].
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nb), d, T, 1.0,
@@ -196,6 +200,8 @@ HeadAttentionStats compute_head_attention_f32(const HeadCompactionInput& in) {
       std::fill(l.bmax.begin(), l.bmax.end(), 0.0f);
       for (std::size_t r = 0; r < nb; ++r) {
         float* a = l.A.data() + r * TT;
+        if (in.key_bias != nullptr)
+          for (std::size_t j = 0; j < TT; ++j) a[j] += in.key_bias[j];
         const float m = max_value(a, TT);
         const float z = exp_shifted_sum(a, TT, m);
         const float inv = 1.0f / z;

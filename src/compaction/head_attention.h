@@ -13,7 +13,7 @@ namespace kvcompact {
 void validate_head_input(const HeadCompactionInput& in, const char* where);
 
 /// One pass over the original head's attention (Attention Matching notation, arXiv 2602.16284):
-/// s = 1/sqrt(d), S = s Q K^T [n, T], m_i = max_j S_ij, E = exp(S - m), Z_i = sum_j E_ij,
+/// s = 1/sqrt(d), S = s Q K^T [n, T] (+ key_bias_j when the input has one), m_i = max_j S_ij, E = exp(S - m), Z_i = sum_j E_ij,
 /// A = E / Z, Y = A V [n, d]. S is never held whole: queries are processed in blocks
 /// (cblas_dgemm, double precision) of about 8M logits.
 struct HeadAttentionStats {

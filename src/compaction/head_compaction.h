@@ -27,6 +27,12 @@ struct HeadCompactionInput {
   const float* rope_inv_freq = nullptr;
   /// Pair j is dims (j, j + head_dim/2) (Hugging Face) instead of (2j, 2j+1) (GGML, llama2.c).
   bool rope_half_split = false;
+  /// [T] additive logit bias of the entries (nats; an already-compacted head's beta, e.g. when a
+  /// cache is compacted again during generation), nullptr = 0. The attention statistics
+  /// (head_attention.h), and so Attention Matching's key scores, mass and output targets, include
+  /// it: the compacted head then matches the biased attention and its new beta replaces the old
+  /// one. Methods that score keys otherwise ignore it.
+  const float* key_bias = nullptr;
 };
 
 /// A compacted head: t entries (C1, beta, C2) plus the context indices of the selected keys.

@@ -216,6 +216,14 @@ ContextPrefill collect_reference_queries(const Transformer& model, const Tokeniz
   return out;
 }
 
+ReferenceQueries repeat_queries_over(const Transformer& model, const Tokenizer& tokenizer, const KVCache& cache,
+                                     std::span<const int> context) {
+  if (context.size() < 2)
+    throw Error(fmt::format("reference queries need a context of at least 2 tokens, got {}", context.size()));
+  std::vector<QuerySequence> unused;
+  return repeat_queries(model, tokenizer, cache, context, 0, unused);
+}
+
 ContextPrefill repeat_prefill(const Transformer& model, const Tokenizer& tokenizer,
                               std::span<const int> context) {
   QueryPlan plan;

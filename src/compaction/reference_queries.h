@@ -92,6 +92,14 @@ struct ContextPrefill {
 ContextPrefill repeat_prefill(const Transformer& model, const Tokenizer& tokenizer,
                               std::span<const int> context);
 
+/// Repeat-prefill queries over an existing cache: kRepeatPrompt (no BOS), then context[1:], fed
+/// after a copy of `cache` (which holds the context, possibly compacted); the queries of the
+/// context copy's positions, every query head of each KV head's group, position-major. Used to
+/// compact a cache again during generation (analysis/online_compaction.h). Throws Error when the
+/// context has fewer than 2 tokens.
+ReferenceQueries repeat_queries_over(const Transformer& model, const Tokenizer& tokenizer, const KVCache& cache,
+                                     std::span<const int> context);
+
 /// Prefills the context once and collects reference queries from every source of `plan`
 /// (each capped, then combined and capped to plan.spec.total_cap; a cap of 0 means none).
 /// Throws Error when T < 2, the plan has no source, or a cap is negative.

@@ -10,7 +10,8 @@ namespace kvcompact {
 
 GenerationResult generate(const Transformer& transformer, const Tokenizer& tokenizer,
                           std::string_view prompt, int steps, Sampler& sampler,
-                          const std::function<void(std::string_view)>& on_text, KVCache* cache) {
+                          const std::function<void(std::string_view)>& on_text, KVCache* cache,
+                          const std::function<void(KVCache&, std::span<const int>)>& after_forward) {
   if (steps < 1) throw Error(fmt::format("generate: steps {} must be >= 1", steps));
   // A model's vocabulary may be padded beyond the tokenizer's (Qwen3: 151669 tokens, 151936 rows)
   if (tokenizer.vocab_size() > transformer.config().vocab_size)
@@ -41,10 +42,15 @@ GenerationResult generate(const Transformer& transformer, const Tokenizer& token
   // Positions 0 .. n_pre-1 only feed prompt tokens whose successor is known: one prefill.
   const int n_pre = std::min(np - 1, steps);
   int pos = 0;
+  std::vector<int> fed;  // every token fed so far (for after_forward)
   if (n_pre > 0) {
     ForwardOptions opt;
     opt.logits = LogitsMode::None;
     transformer.forward(std::span<const int>(pt.data(), n_pre), *cache, opt);
+    if (after_forward) {
+      fed.assign(pt.begin(), pt.begin() + n_pre);
+      after_forward(*cache, fed);
+    }
     for (int i = 0; i < n_pre; ++i) {
       ++pos;
       if (tokenizer.adds_bos() && pt[i + 1] == bos) {  // llama2.c breaks on BOS even inside the prompt
@@ -61,6 +67,10 @@ GenerationResult generate(const Transformer& transformer, const Tokenizer& token
   while (pos < steps) {
     const std::vector<float> logits =
         transformer.forward(std::span<const int>(&token, 1), *cache, opt);
+    if (after_forward) {
+      fed.push_back(token);
+      after_forward(*cache, fed);
+    }
     const int next = sampler.sample(logits);
     ++pos;
     if (next == bos || next == eos) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,11 +33,15 @@ struct GenerationResult {
 /// `cache` (optional) must be empty or shaped for the model; a fresh one is used when null.
 /// The sampler should be sized by the tokenizer (Sampler(tokenizer.vocab_size(), ...)): rows of a
 /// model's padded vocabulary beyond the tokenizer's tokens are then never drawn.
+/// `after_forward` (optional) is called after every forward call with the cache and every token
+/// fed so far (BOS first); it may rewrite the cache (e.g. compact it during generation,
+/// analysis/online_compaction.h) as long as next_position stays the number of tokens fed.
 /// Throws Error for steps < 1, an empty encoded prompt, a tokenizer larger than the model
 /// vocabulary or a sampler larger than the tokenizer.
 GenerationResult generate(const Transformer& transformer, const Tokenizer& tokenizer,
                           std::string_view prompt, int steps, Sampler& sampler,
                           const std::function<void(std::string_view)>& on_text = {},
-                          KVCache* cache = nullptr);
+                          KVCache* cache = nullptr,
+                          const std::function<void(KVCache&, std::span<const int>)>& after_forward = {});
 
 }  // namespace kvcompact

@@ -1,0 +1,130 @@
+#include "analysis/online_compaction.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+
+#include "compaction/compact_cache.h"
+#include "compaction/head_compaction.h"
+#include "compaction/reference_queries.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace kvcompact {
+namespace {
+
+void check_options(const OnlineCompactionOptions& o) {
+  if (o.keep_recent < 0) throw Error(fmt::format("online compaction: keep_recent {} is negative", o.keep_recent));
+  if (o.limit <= o.keep_recent)
+    throw Error(fmt::format("online compaction: the limit {} must exceed keep_recent {}", o.limit, o.keep_recent));
+  if (!(o.ratio > 0 && o.ratio <= 1)) throw Error(fmt::format("online compaction: ratio {} is outside (0, 1]", o.ratio));
+  if (o.max_compactions < 0)
+    throw Error(fmt::format("online compaction: max_compactions {} is negative", o.max_compactions));
+  if (uses_context_queries(o.method))
+    throw Error(fmt::format("online compaction: {} needs the context's own queries, which do not exist during "
+                            "generation (use am, attn-nofit, random, recent, knorm, ...)", to_string(o.method)));
+  if (is_layer_scoped(o.method))
+    throw Error(fmt::format("online compaction: {} selects over a whole layer and is not supported here",
+                            to_string(o.method)));
+  for (const QuerySource& s : o.method.queries.sources)
+    if (s.kind != QuerySourceKind::Repeat || o.method.queries.on_policy)
+      throw Error("online compaction: the reference queries are repeat-prefill of the tokens so far "
+                  "(queries=repeat); other sources and onpolicy are not supported");
+}
+
+/// True when the method only selected entries: values are the originals and beta is 0.
+bool is_selection(const CompactedHead& c, const HeadCache& h, int d) {
+  for (float b : c.beta)
+    if (b != 0.0f) return false;
+  const std::size_t D = static_cast<std::size_t>(d);
+  for (std::size_t i = 0; i < c.selected.size(); ++i)
+    if (!std::equal(c.values.begin() + i * D, c.values.begin() + (i + 1) * D,
+                    h.values.begin() + static_cast<std::size_t>(c.selected[i]) * D))
+      return false;
+  return true;
+}
+
+}  // namespace
+
+OnlineCompactionEvent compact_all_but_recent(const Transformer& model, const Tokenizer& tokenizer, KVCache& cache,
+                                             std::span<const int> history, const OnlineCompactionOptions& options,
+                                             int compaction_index) {
+  check_options(options);
+  const auto t0 = std::chrono::steady_clock::now();
+  OnlineCompactionEvent ev;
+  ev.tokens_fed = static_cast<int>(history.size());
+  ev.entries_before = cache.total_entries();
+  ReferenceQueries queries = repeat_queries_over(model, tokenizer, cache, history);
+  queries.subsample(options.method.queries.total_cap, options.seed + static_cast<uint64_t>(compaction_index));
+  const int L = cache.n_layers(), H = cache.n_kv_heads(), d = cache.head_dim();
+  const std::size_t D = static_cast<std::size_t>(d), keep = static_cast<std::size_t>(options.keep_recent);
+  std::exception_ptr failure;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int idx = 0; idx < L * H; ++idx) {
+    const int l = idx / H, g = idx % H;
+    if (cache.sliding(l)) continue;
+    try {
+      HeadCache& h = cache.head(l, g);
+      if (h.length() <= keep) continue;
+      const std::size_t P = h.length() - keep;  // the older entries, compacted
+      HeadCompactionInput in;
+      in.keys = h.keys.data();
+      in.values = h.values.data();
+      in.T = static_cast<int>(P);
+      in.head_dim = d;
+      in.queries = queries.at(l, g).data();
+      in.n_queries = queries.count(l, g);
+      if (h.has_bias()) in.key_bias = h.beta.data();
+      const int t = kept_entries(options.ratio, in.T);
+      CompactedHead c = compact_head(options.method, in, t, l, L,
+                                     head_seed(options.seed + static_cast<uint64_t>(compaction_index), l, g, H));
+      if (in.key_bias != nullptr && is_selection(c, h, d))  // selected entries keep their old bias
+        for (std::size_t i = 0; i < c.selected.size(); ++i) c.beta[i] = h.beta[static_cast<std::size_t>(c.selected[i])];
+      HeadCache out;
+      out.keys = std::move(c.keys);
+      out.values = std::move(c.values);
+      out.beta = std::move(c.beta);
+      for (int s : c.selected) out.positions.push_back(h.positions[static_cast<std::size_t>(s)]);
+      out.keys.insert(out.keys.end(), h.keys.begin() + P * D, h.keys.end());
+      out.values.insert(out.values.end(), h.values.begin() + P * D, h.values.end());
+      out.beta.insert(out.beta.end(), h.beta.begin() + P, h.beta.end());
+      out.positions.insert(out.positions.end(), h.positions.begin() + P, h.positions.end());
+      h = std::move(out);
+    } catch (...) {
+#pragma omp critical(kvc_online_failure)
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+  ev.entries_after = cache.total_entries();
+  ev.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return ev;
+}
+
+GenerationResult generate_with_online_compaction(const Transformer& model, const Tokenizer& tokenizer,
+                                                 std::string_view prompt, int steps, Sampler& sampler,
+                                                 const OnlineCompactionOptions& options,
+                                                 std::vector<OnlineCompactionEvent>* events,
+                                                 const std::function<void(std::string_view)>& on_text) {
+  check_options(options);
+  int done = 0;
+  auto after = [&](KVCache& cache, std::span<const int> fed) {
+    if (options.max_compactions > 0 && done >= options.max_compactions) return;
+    std::size_t longest = 0;
+    for (int l = 0; l < cache.n_layers(); ++l)
+      if (!cache.sliding(l))
+        for (int g = 0; g < cache.n_kv_heads(); ++g) longest = std::max(longest, cache.head(l, g).length());
+    if (longest < static_cast<std::size_t>(options.limit)) return;
+    const OnlineCompactionEvent ev = compact_all_but_recent(model, tokenizer, cache, fed, options, done);
+    ++done;
+    log_line(fmt::format("generate: compaction {} after {} tokens: {} -> {} entries in {:.2f} s", done, ev.tokens_fed,
+                         ev.entries_before, ev.entries_after, ev.seconds));
+    if (events) events->push_back(ev);
+  };
+  return generate(model, tokenizer, prompt, steps, sampler, on_text, nullptr, after);
+}
+
+}  // namespace kvcompact
