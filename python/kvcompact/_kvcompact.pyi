@@ -151,7 +151,9 @@ class CompactedCache(_CacheViews):
 
 class KVCache(_CacheViews):
     """A mutable KV cache of one model (Model.new_cache, CompactedCache.kv_cache) that
-    Model.forward extends in place; a forward over another model's cache is a ValueError."""
+    Model.forward extends in place; a forward over another model's cache is a ValueError. One
+    forward at a time per cache: a second thread's forward over a cache in use is refused
+    (ValueError; give each thread its own cache.copy()). Different caches may run in parallel."""
     @property
     def entries(self) -> int:
         """Entries summed over layers and KV heads."""
@@ -252,7 +254,12 @@ class Model:
         the reference queries the method needs and compacts every KV head to max(1, floor(ratio*T))
         entries (ratio default 0.1; method spec and options as compact_head), or to `budgets`
         (entries per head, n_layers * n_kv_heads, layer-major, each in 0..T; e.g. from
-        per_head_budgets). diagnostics: also compute the per-head attention diagnostics
+        per_head_budgets); the cache's ratio is then the kept share sum(budgets) / (heads * T).
+        Sliding-window layers (Gemma 3's local layers) are never compacted (the paper's
+        convention): ratio and budgets apply to the global layers, a sliding layer's budgets
+        entries are ignored and it keeps its entries (its window is applied by the forward).
+        progress receives the library's log lines for this call (warnings, e.g. past
+        max_seq_len). diagnostics: also compute the per-head attention diagnostics
         (CompactedCache.diagnostics). Raises ValueError (ratio outside [0, 1], both ratio and
         budgets, bad budgets, fewer than 2 tokens) or kvcompact.Error (bad method spec)."""
     def load_cache(self, path: str) -> CompactedCache:

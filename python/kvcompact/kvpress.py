@@ -25,14 +25,17 @@ KV head, (C1 [t, d], beta [t], C2 [t, d]); C1 and C2 become the layer's cached k
 
 How beta reaches decoding: Attention Matching adds a per-entry logit bias beta (nats) to the
 compacted entries. The press stores it on the attention module (module.kvcompact_beta,
-[1, Hkv, t], and module.kvcompact_beta_len = t). Importing this module wraps every attention
+[1, Hkv, t]). Importing this module wraps every attention
 function of transformers' ALL_ATTENTION_FUNCTIONS (as kvpress's own attention_patch does for its
 head-wise masking): when a module carries a beta and the call is not a prefill (query length !=
 key length: the question's prefill and every decoding step), the wrapper turns the attention mask
 into an additive float mask [1, Hq, q, kv] (causal among the new tokens, as the model's mask),
 adds beta to the first t key columns of each query head (of its KV head) and calls the original
-function with it. A prefill (query length == key length, a new context) clears the module's
-beta. Supported attention implementations: "sdpa" and any other function of
+function with it. The beta is tied to the cache it was fitted for: the module also keeps the
+compacted keys (module.kvcompact_beta_keys) and the wrapper adds beta only when the keys it is
+given start with them, so continuing any other cache through the same model is unaffected. A
+prefill (query length == key length, a new context) clears the module's beta. Layer-scoped
+methods (adakv, tova: heads of different lengths) are refused; use kvcompact.hf for ragged caches. Supported attention implementations: "sdpa" and any other function of
 ALL_ATTENTION_FUNCTIONS that takes an additive float mask; "eager" is not in that registry and
 flash attention takes no bias, so both are refused (ValueError) when the press compresses.
 Batch size 1 only.
@@ -51,6 +54,7 @@ from kvpress.utils import get_prerope_query_states
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 BETA_ATTR = "kvcompact_beta"
+KEYS_ATTR = "kvcompact_beta_keys"  # the compacted keys [1, Hkv, t, d] the beta belongs to
 _WRAPPED_TAG = "_kvcompact_beta_wrapper"
 _NO_BIAS_IMPLEMENTATIONS = ("eager", "flash_attention_2", "flash_attention_3", "flex_attention")
 
@@ -75,12 +79,24 @@ def _additive_mask(attention_mask, q_len: int, kv_len: int, dtype, device):
     return am.to(dtype)
 
 
+def _same_cache(module, key, t: int) -> bool:
+    """True when `key` starts with the compacted keys the module's beta was fitted for (the cache
+    the press compacted, continued); False for any other cache read by this module."""
+    ref = getattr(module, KEYS_ATTR, None)
+    if ref is None or key.shape[2] < t or key.shape[:2] != ref.shape[:2]:
+        return False
+    return bool(torch.equal(key[:, :, :t, :].to(ref.dtype), ref))
+
+
 def _beta_wrapper(func):
     def wrapper(module, query, key, value, attention_mask, *args, **kwargs):
         beta = getattr(module, BETA_ATTR, None)
         if beta is not None and getattr(key, "_kvcompact_layer", None) is None:  # not a kvcompact.hf cache
             if query.shape[2] == key.shape[2]:
                 setattr(module, BETA_ATTR, None)  # a prefill: a new context
+                setattr(module, KEYS_ATTR, None)
+            elif not _same_cache(module, key, beta.shape[-1]):
+                pass  # another cache than the one the press compacted: no beta for it
             else:
                 b, hq, q_len, _ = query.shape
                 kv_len = key.shape[2]
@@ -172,7 +188,10 @@ class KvcompactPress(BasePress):
             raise ValueError(f"compression_ratio: {self.compression_ratio} is outside [0, 1)")
         import kvcompact
 
-        kvcompact.canonical_method(self.method, **self.options)  # kvcompact.Error for a bad spec
+        spec = kvcompact.canonical_method(self.method, **self.options)  # kvcompact.Error for a bad spec
+        if spec.split(":")[0] in ("adakv", "tova"):
+            raise ValueError(f"method: {spec!r} gives the heads of a layer different lengths, which a kvpress "
+                             "DynamicCache cannot hold (use kvpress's own AdaKVPress / TOVAPress, or kvcompact.hf)")
         self.last = None  # (keys, values, queries, budgets, result) of the last layer, for tests
 
     def compress(self, module, hidden_states, keys, values, attentions, kwargs):
@@ -212,7 +231,9 @@ class KvcompactPress(BasePress):
         new_v = torch.from_numpy(np.stack([c2 for _, _, c2, _ in heads]))[None].to(values.dtype).to(values.device)
         beta = torch.from_numpy(np.stack([b for _, b, _, _ in heads]))[None].to(keys.device)
         self.last = (K, V, Q, budgets, res)
-        setattr(module, BETA_ATTR, beta if bool((beta != 0).any()) else None)
+        has_beta = bool((beta != 0).any())
+        setattr(module, BETA_ATTR, beta if has_beta else None)
+        setattr(module, KEYS_ATTR, new_k.detach().clone() if has_beta else None)
         return new_k.contiguous(), new_v.contiguous()
 
 

@@ -33,6 +33,11 @@ inline py::object dlpack_view(const py::handle& obj, const char* name) {
   try {
     return py::module_::import("numpy").attr("from_dlpack")(obj);
   } catch (const py::error_already_set& e) {
+    // A dtype DLPack-to-numpy cannot carry (torch bfloat16, ...): a torch tensor converts itself
+    // (one copy); others fall through to the error.
+    const std::string type = py::str(py::type::handle_of(obj).attr("__module__"));
+    if (type.rfind("torch", 0) == 0 && py::hasattr(obj, "float") && !py::bool_(obj.attr("requires_grad")))
+      return py::module_::import("numpy").attr("from_dlpack")(obj.attr("float")());
     throw py::value_error(std::string(name) + ": its DLPack export cannot be read on the CPU (" +
                           std::string(py::str(e.type().attr("__name__"))) + ": " + std::string(py::str(e.value())) + ")");
   }

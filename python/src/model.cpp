@@ -218,7 +218,7 @@ PyCache compact(const PyModel& self, const py::object& context, std::optional<do
   if (ratio && budgets) throw py::value_error("give at most one of ratio and budgets");
   CompactionOptions co;
   co.method = parse_method_spec(spec_text(method, options));
-  co.ratio = ratio.value_or(budgets ? 1.0 : 0.1);
+  co.ratio = ratio.value_or(0.1);
   if (!(co.ratio >= 0.0 && co.ratio <= 1.0))
     throw py::value_error("ratio: must be in [0, 1], got " + std::to_string(co.ratio));
   if (budgets) {
@@ -231,6 +231,10 @@ PyCache compact(const PyModel& self, const py::object& context, std::optional<do
         throw py::value_error("budgets: entry " + std::to_string(i) + " = " + std::to_string((*budgets)[i]) +
                               " is outside [0, T] with T = " + std::to_string(ids.size()));
     co.head_budgets = *budgets;
+    // The ratio recorded with the cache: the kept share of the context's entries over the heads.
+    long long kept = 0;
+    for (int b : *budgets) kept += b;
+    co.ratio = static_cast<double>(kept) / (static_cast<double>(heads) * static_cast<double>(ids.size()));
   }
   co.seed = seed;
   PyCache out;
@@ -302,7 +306,8 @@ void bind_model(py::module_& m) {
         return to_array(std::vector<float>(c.file.last_logits), {static_cast<py::ssize_t>(c.file.last_logits.size())});
       })
       .def("kv_cache", [](const PyCache& c) {
-        return PyKVCache{c.file.cache, c.file.model_fingerprint, c.file.config.rope_style};
+        PyKVCache out{c.file.cache, c.file.model_fingerprint, c.file.config.rope_style};
+        return out;
       })
       .def("save", [](const PyCache& c, const std::string& path) {
         if (path.empty() || path.find('\0') != std::string::npos)
@@ -320,7 +325,10 @@ void bind_model(py::module_& m) {
   kv.def_property_readonly("rope_style", [](const PyKVCache& c) { return rope_style_name(c.rope_style); })
       .def_property_readonly("entries", [](const PyKVCache& c) { return c.cache.total_entries(); })
       .def_property_readonly("bytes", [](const PyKVCache& c) { return c.cache.bytes(); })
-      .def("copy", [](const PyKVCache& c) { return c; })
+      .def("copy", [](const PyKVCache& c) {
+        PyKVCache out{c.cache, c.fingerprint, c.rope_style};
+        return out;
+      })
       .def("__repr__", [](const PyKVCache& c) {
         return "kvcompact.KVCache(next_position=" + std::to_string(c.cache.next_position) +
                ", entries=" + std::to_string(c.cache.total_entries()) + ")";
@@ -348,11 +356,20 @@ void bind_model(py::module_& m) {
         return run_forward(self, ids, kv, last ? LogitsMode::Last : LogitsMode::All);
       }, py::arg("ids"), py::arg("last") = false, py::arg("cache") = py::none())
       .def("new_cache", [](const PyModel& self) {
-        return PyKVCache{self.transformer().make_cache(), self.fingerprint(), self.model().config.rope_style};
+        PyKVCache out{self.transformer().make_cache(), self.fingerprint(), self.model().config.rope_style};
+        return out;
       })
       .def("forward", [](const PyModel& self, const std::vector<int>& ids, PyKVCache& cache, const std::string& logits) {
         if (cache.fingerprint != self.fingerprint()) throw py::value_error("cache: made with another model");
-        return run_forward(self, ids, cache.cache, logits_mode(logits));
+        const LogitsMode mode = logits_mode(logits);
+        if (cache.busy->exchange(true))
+          throw py::value_error("cache: another thread is running a forward over this KVCache (give each thread its "
+                                "own cache, e.g. cache.copy())");
+        struct Release {
+          std::atomic<bool>& flag;
+          ~Release() { flag = false; }
+        } release{*cache.busy};
+        return run_forward(self, ids, cache.cache, mode);
       }, py::arg("ids"), py::arg("cache"), py::arg("logits") = "last")
       .def("nll", [](const PyModel& self, const std::vector<int>& ids) {
         if (ids.size() < 2) throw py::value_error("ids: " + std::to_string(ids.size()) + " ids (need at least 2)");

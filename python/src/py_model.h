@@ -4,6 +4,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,6 +34,9 @@ struct PyKVCache {
   KVCache cache;
   std::uint64_t fingerprint = 0;
   RopeStyle rope_style = RopeStyle::Interleaved;
+  /// Held while a forward extends the cache (with the GIL released): a second thread's forward on
+  /// the same cache is refused instead of interleaving appends. Copies get their own flag.
+  std::shared_ptr<std::atomic<bool>> busy = std::make_shared<std::atomic<bool>>(false);
 };
 
 /// A model and its Transformer (which refers into the model, so both live here, never moved).

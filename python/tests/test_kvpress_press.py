@@ -154,3 +154,34 @@ def test_press_errors(setup):
             pipe(context[:200], question=QUESTION, press=AttentionMatchingPress(compression_ratio=0.5), max_new_tokens=2)
     finally:
         model.set_attn_implementation("sdpa")
+
+
+def test_press_beta_stays_with_its_cache(setup):
+    """A press's beta belongs to the cache it compacted: continuing another cache through the same
+    model after the press ran gives the logits it gives without any press (the newcomer review's
+    leak), while the press's own cache still gets its beta."""
+    from transformers import DynamicCache
+
+    from kvcompact.kvpress import AttentionMatchingPress, KvcompactPress
+
+    model, tok, pipe, context = setup
+    model.set_attn_implementation("sdpa")
+    a_ids = tok(context[600:1400], return_tensors="pt").input_ids[:, :150]
+    b_ids = tok(context, return_tensors="pt").input_ids[:, :200]
+    q_ids = tok(QUESTION, add_special_tokens=False, return_tensors="pt").input_ids
+    with torch.no_grad():
+        a = DynamicCache()
+        model.model(input_ids=a_ids, past_key_values=a)
+        want = model(q_ids, past_key_values=copy.deepcopy(a)).logits
+        b = DynamicCache()
+        with AttentionMatchingPress(compression_ratio=0.5)(model):
+            model.model(input_ids=b_ids, past_key_values=b)
+        got = model(q_ids, past_key_values=copy.deepcopy(a)).logits  # another cache: no beta
+        on_b = model(q_ids, past_key_values=copy.deepcopy(b)).logits
+        for layer in model.model.layers:  # without the beta, the press's own cache reads differently
+            layer.self_attn.kvcompact_beta_keys = None
+        off_b = model(q_ids, past_key_values=copy.deepcopy(b)).logits
+    assert torch.equal(got, want)
+    assert (on_b - off_b).abs().max() > 1e-3 * on_b.abs().max()
+    with pytest.raises(ValueError, match="adakv"):
+        KvcompactPress(method="adakv", compression_ratio=0.5)

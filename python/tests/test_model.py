@@ -247,3 +247,41 @@ def test_cache_errors(stories):
         stories.forward([1], stories.new_cache(), logits="bogus")
     with pytest.raises(ValueError, match="outside the vocabulary"):
         stories.forward([1, 600], stories.new_cache())
+
+
+def test_newcomer_review_fixes(stories):
+    """What the newcomer review found: a budgets compaction records its kept share as its ratio;
+    a second thread's forward over a cache in use is refused, not interleaved; bfloat16 torch
+    tensors are converted like other dtypes."""
+    import threading
+
+    import torch
+
+    ids = stories.tokenize(require(TINYSTORIES).read_text().split("\n\n")[1])[:77]
+    c = stories.compact(ids, budgets=[1] * 20)
+    assert c.ratio == pytest.approx(20 / (20 * 77))
+    kv = stories.new_cache()
+    errors, done = [], []
+
+    def run():
+        try:
+            for _ in range(20):
+                stories.forward(ids[:60], kv, logits="none")
+                done.append(1)
+        except ValueError as e:
+            errors.append(str(e))
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # whatever the interleaving: the cache holds exactly the forwards that ran, positions in order
+    assert kv.next_position == 60 * len(done) and (kv.lengths == 60 * len(done)).all()
+    assert np.array_equal(kv.positions(0, 0), np.arange(60 * len(done)))
+    assert all("another thread" in e for e in errors)
+    K = torch.randn(64, 8, dtype=torch.bfloat16)
+    Q = torch.randn(96, 8, dtype=torch.bfloat16)
+    want = kvcompact.compact_head(K.float().numpy(), K.float().numpy(), Q.float().numpy(), ratio=0.25)
+    got = kvcompact.compact_head(K, K, Q, ratio=0.25)
+    assert all(np.array_equal(w, g) for w, g in zip(want, got))
