@@ -121,12 +121,11 @@ int report_task_eval(const TaskEvalResult& r, nlohmann::json header, const std::
   nlohmann::json details = nlohmann::json::array();
   for (const TaskEvalUnit& u : r.units) {
     nlohmann::json answers = nlohmann::json::array();
-    std::size_t k = 0;
-    for (const TaskEvalAnswer& a : u.answers) {
-      // Rows of the family's block: full then methods x ratios (the first rows of r.rows).
-      const TaskEvalRow& row = r.rows[k++];
-      answers.push_back({{"method", row.method}, {"ratio", row.ratio}, {"answer", a.text}, {"score", a.score}});
-    }
+    for (std::size_t k = 0; k < u.answers.size() && k < r.keys.size(); ++k)
+      answers.push_back({{"method", r.keys[k].method},
+                         {"ratio", r.keys[k].ratio},
+                         {"answer", u.answers[k].text},
+                         {"score", u.answers[k].score}});
     details.push_back({{"file", u.file},
                        {"id", u.id},
                        {"family", u.family},

@@ -180,6 +180,7 @@ TaskEvalUnit evaluate_task_item(const Model& model, const Transformer& transform
 
 TaskEvalResult aggregate_task_eval(const std::vector<TaskEvalRowKey>& keys, std::vector<TaskEvalUnit> units) {
   TaskEvalResult r;
+  r.keys = keys;
   std::vector<std::string> families;
   std::map<std::string, std::vector<const TaskEvalUnit*>> by_family;
   double context_sum = 0;

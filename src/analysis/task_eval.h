@@ -74,6 +74,7 @@ struct TaskEvalRow {
 
 /// The evaluation's result.
 struct TaskEvalResult {
+  std::vector<TaskEvalRowKey> keys;  ///< the rows of every item (TaskEvalUnit::answers order)
   std::vector<TaskEvalRow> rows;   ///< per family (first-seen order): full, then methods x ratios
   std::vector<TaskEvalUnit> units; ///< per item, in file then item order (the detail list)
   double mean_context_tokens = 0;
@@ -86,12 +87,13 @@ struct TaskEvalResult {
 /// task-eval compacts that span).
 void validate_task_eval(const std::vector<TaskEvalFile>& files, const TaskEvalOptions& options);
 
-/// The context (BOS + item.context) and question (prompt minus context, no BOS) ids of an item.
-/// Throws Error naming `file` and the item when the context has under 2 tokens, the question none,
-/// or context (or context + question) runs past the model's max_seq_len (when it is > 0).
+/// An item's ids: context = BOS + item.context, question = prompt minus context (no BOS).
 struct TaskEvalTokens {
   std::vector<int> context, question;
 };
+/// Tokenizes an item as task-eval feeds it. Throws Error naming `file` and the item when the
+/// context has under 2 tokens, the question none, or context (or context + question) runs past
+/// the model's max_seq_len (when it is > 0).
 TaskEvalTokens tokenize_task_item(const Model& model, const TaskItem& item, const std::string& file);
 
 /// Greedy continuation of a cache (next_position = T; `last_logits` [vocab] after the context's
