@@ -20,8 +20,9 @@ usage:
   one string), max_new_tokens (default --max-new-tokens or 32), task (default "niah_single_1";
   the RULER scorer uses string_match_part for tasks starting with "qa", string_match_all else).
   kvcompact's own task files (`kvcompact tasks --family ruler_niah_single_1 ... -o tasks.jsonl`:
-  prompt, context, references, family) are read too: question = the prompt after the context,
-  answer = references, task = family without "ruler_".
+  prompt, context, references, family) are read too: question = the prompt after the context up
+  to its last "?", answer_prefix = the rest (RULER's answer opening, as kvpress's RULER data
+  holds it), answer = references, task = family without "ruler_".
 --presses: names of kvpress's PRESS_REGISTRY (evaluation/evaluate_registry.py: snapkv, knorm,
   no_press, ...) plus kvcompact_am (kvcompact.kvpress.AttentionMatchingPress) and
   kvcompact_<method> (kvcompact.kvpress.KvcompactPress(method=<method>)). --ratios: kvpress
@@ -101,6 +102,14 @@ def load_local(path: Path, default_tokens: int):
         if bad:
             sys.exit(f"--data: {path} row {bad[0]}: prompt does not start with context")
         df["question"] = [p[len(c):] for p, c in zip(df["prompt"], df["context"])]
+        # RULER's question ends with the answer's opening ("... mentioned in the provided text? The
+        # special magic number for X mentioned in the provided text is"): kvpress's RULER data keeps
+        # that part as answer_prefix, which its pipeline writes after the chat template's assistant
+        # turn; split it off the same way (question up to the last "?").
+        if "answer_prefix" not in df.columns:
+            split = [q.rpartition("?") for q in df["question"]]
+            df["answer_prefix"] = [tail.strip() if head else "" for head, _, tail in split]
+            df["question"] = [head + "?" if head else q for (head, _, _), q in zip(split, df["question"])]
         if "answer" not in df.columns and "answers" not in df.columns:
             df["answer"] = df["references"] if "references" in df.columns else df["reference"].apply(lambda r: [r])
         if "task" not in df.columns and "family" in df.columns:
