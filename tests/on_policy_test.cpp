@@ -107,8 +107,8 @@ TEST_F(OnPolicyTest, LayerZeroEqualsOffPolicyAndLaterLayersMove) {
   const CompactionOptions on = options_for("am:queries=repeat+onpolicy", 0.25);
   const CompactionOptions off = options_for("am", 0.25);
   const ContextPrefill pre = collect_reference_queries(tr, *model_->tokenizer, *ids_, plan_for(on));
-  const KVCache a = compact_prefill(tr, pre, on, 0);
-  const KVCache b = compact_prefill(tr, pre, off, 0);  // the same prefill: queries off-policy
+  const KVCache a = compact_prefill(tr, *model_->tokenizer, pre, on, 0);
+  const KVCache b = compact_prefill(tr, *model_->tokenizer, pre, off, 0);  // the same prefill: queries off-policy
   bool later_differs = false;
   for (int kv = 0; kv < model_->config.n_kv_heads; ++kv) {
     EXPECT_EQ(a.head(0, kv).positions, b.head(0, kv).positions);

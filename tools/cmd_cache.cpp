@@ -98,6 +98,7 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     unsigned long long seed = 0;
     std::string budgets, dump_heads, diagnostics;
     double max_head_ratio = 1.0;
+    int chunk = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("compact", "compact a context's KV cache and save it as a .kvc file");
@@ -112,6 +113,9 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--max-head-ratio", o->max_head_ratio,
                   "with --budgets: no head keeps more than this fraction of its keys; the excess is water-filled "
                   "over the other heads (the paper's max_ratio_per_head; default 1 = no cap)");
+  cmd->add_option("--chunk", o->chunk,
+                  "chunked compaction in KV space: compact the context in chunks of N tokens, each with its own "
+                  "repeat-prefill queries (0 = the whole context at once)");
   cmd->add_option("--diagnostics", o->diagnostics,
                   "also write per-head attention diagnostics (relative L2 error, cosine, attention-mass error of the "
                   "compacted heads on the fitted reference queries and on held-out context queries) to this JSON file");
@@ -124,6 +128,8 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     co.method = parse_method_spec(o->method);
     co.ratio = o->ratio;
     co.seed = o->seed;
+    if (o->chunk < 0 || o->chunk == 1) throw Error(fmt::format("--chunk {}: must be 0 or at least 2 tokens", o->chunk));
+    co.chunk_size = o->chunk;
     Model model = load_model(o->m.model, o->m.tokenizer);
     set_rope(co, model.config);
     const std::string text = trim(read_text_file(o->context));

@@ -75,6 +75,7 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
     std::string csv, json_out;
     int docs = 0, skip = 0;
     double context_frac = 0.6, max_head_ratio = 1.0;
+    int chunk = 0;
     int context_tokens = 0, continuation_tokens = 0;
     std::string split = "blank-lines";
     unsigned long long seed = 0;
@@ -102,6 +103,8 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--seed", o->seed, "seed of the random baseline");
   cmd->add_option("--budgets", o->budgets,
                   "per-head budget proportions (kvcompact budget); each ratio is then the total ratio");
+  cmd->add_option("--chunk", o->chunk,
+                  "chunked compaction in KV space: each context compacted in chunks of N tokens (0 = whole)");
   cmd->add_option("--max-head-ratio", o->max_head_ratio,
                   "with --budgets: no head keeps more than this fraction of its keys; the excess is water-filled "
                   "over the other heads (the paper's max_ratio_per_head; default 1 = no cap)");
@@ -132,6 +135,8 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
         throw Error(fmt::format("--max-head-ratio: {} is outside (0, 1]", o->max_head_ratio));
       opt.max_head_ratio = o->max_head_ratio;
     }
+    if (o->chunk < 0 || o->chunk == 1) throw Error(fmt::format("--chunk {}: must be 0 or at least 2 tokens", o->chunk));
+    opt.chunk_size = o->chunk;
     opt.context_tokens = o->context_tokens;
     opt.continuation_tokens = o->continuation_tokens;
     std::vector<std::string> docs;

@@ -248,6 +248,7 @@ class Model:
         budgets: Optional[Sequence[int]] = None,
         progress: Optional[Callable[[str], None]] = None,
         diagnostics: bool = False,
+        chunk: int = 0,
         **options: object,
     ) -> CompactedCache:
         """The CLI's `compact`: prefills `context` (text encoded with BOS, or token ids), collects
@@ -260,7 +261,9 @@ class Model:
         entries are ignored and it keeps its entries (its window is applied by the forward).
         progress receives the library's log lines for this call (warnings, e.g. past
         max_seq_len). diagnostics: also compute the per-head attention diagnostics
-        (CompactedCache.diagnostics). Raises ValueError (ratio outside [0, 1], both ratio and
+        (CompactedCache.diagnostics). chunk: > 0 compacts the context in chunks of that many tokens
+        in KV space, each with its own repeat-prefill queries (the paper's KV-based chunking;
+        `kvcompact compact --chunk`). Raises ValueError (ratio outside [0, 1], both ratio and
         budgets, bad budgets, fewer than 2 tokens) or kvcompact.Error (bad method spec)."""
     def load_cache(self, path: str) -> CompactedCache:
         """Reads a .kvc file (docs/kvc_format.md) and checks it was made for this model (its

@@ -210,7 +210,7 @@ void bind_cache_views(Class& cls, Get get) {
 
 PyCache compact(const PyModel& self, const py::object& context, std::optional<double> ratio,
                 const std::string& method, std::uint64_t seed, std::optional<std::vector<int>> budgets,
-                const py::object& progress, bool diagnostics, const py::kwargs& options) {
+                const py::object& progress, bool diagnostics, int chunk, const py::kwargs& options) {
   const Model& model = self.model();
   const std::vector<int> ids = token_ids(model, context, "context", true);
   check_ids(model, ids, "context");
@@ -237,6 +237,8 @@ PyCache compact(const PyModel& self, const py::object& context, std::optional<do
     co.ratio = static_cast<double>(kept) / (static_cast<double>(heads) * static_cast<double>(ids.size()));
   }
   co.seed = seed;
+  if (chunk < 0 || chunk == 1) throw py::value_error("chunk: " + std::to_string(chunk) + " must be 0 or at least 2 tokens");
+  co.chunk_size = chunk;
   PyCache out;
   ProgressSink sink(progress);
   {
@@ -381,7 +383,7 @@ void bind_model(py::module_& m) {
            py::arg("top_p") = 0.9f, py::arg("seed") = 0, py::arg("cache") = nullptr)
       .def("compact", &compact, py::arg("context"), py::arg("ratio") = py::none(), py::arg("method") = "am",
            py::arg("seed") = 0, py::arg("budgets") = py::none(), py::arg("progress") = py::none(),
-           py::arg("diagnostics") = false)
+           py::arg("diagnostics") = false, py::arg("chunk") = 0)
       .def("load_cache", [](const PyModel& self, const std::string& path) {
         PyCache c;
         c.file = read_kvc_file(path);

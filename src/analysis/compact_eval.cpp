@@ -98,13 +98,14 @@ CompactEvalUnit evaluate_compact_eval_document(const Model& model, const Transfo
       co.method = method;
       co.ratio = ratio;
       co.seed = options.seed + d;
+      co.chunk_size = options.chunk_size;
       set_rope(co, model.config);
       if (!options.budget_proportions.empty()) {
         std::vector<int> lengths(options.budget_proportions.size(), T);
         co.head_budgets = per_head_budgets(options.budget_proportions, lengths, ratio, options.max_head_ratio);
       }
       auto t0 = std::chrono::steady_clock::now();
-      KVCache compacted = compact_prefill(transformer, prefill, co, options.seed + d);
+      KVCache compacted = compact_prefill(transformer, tokenizer, prefill, co, options.seed + d);
       const double secs = seconds_since(t0);
       const double nll = mean_continuation_nll(transformer, compacted, continuation, prefill.last_logits);
       if (!std::isfinite(nll))

@@ -27,6 +27,8 @@ struct CompactEvalOptions {
   /// With budget_proportions: no head keeps more than max(1, floor(max_head_ratio * T)) keys
   /// (per_head_budgets' cap, the paper's max_ratio_per_head); in (0, 1], 1 = no cap.
   double max_head_ratio = 1.0;
+  /// > 0: chunked compaction in KV space (compaction/chunked.h), chunks of this many tokens.
+  int chunk_size = 0;
   bool progress = true;       ///< one line per document on stderr
 };
 

@@ -73,6 +73,7 @@ UnitStudy make_compact_eval_study(const Model& model, const std::vector<std::str
                          {"seed", options.seed},
                          {"budget_proportions", options.budget_proportions}};
   if (options.max_head_ratio != 1.0) settings["max_head_ratio"] = options.max_head_ratio;  // older studies: no key
+  if (options.chunk_size > 0) settings["chunk_size"] = options.chunk_size;
   UnitStudy study = make_unit_study(study_kind("compact-eval"), settings, std::move(names), std::move(hashes));
   study.inputs = {{"model", model.path}};  // for the merged result's header (paths may differ between nodes)
   return study;

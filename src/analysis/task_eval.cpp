@@ -12,6 +12,7 @@
 #include "analysis/compact_context.h"
 #include "analysis/mean_sem.h"
 #include "compaction/head_compaction.h"
+#include "compaction/on_policy.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/model_fingerprint.h"
@@ -168,7 +169,7 @@ TaskEvalUnit evaluate_task_item(const Model& model, const Transformer& transform
       co.seed = seed;
       set_rope(co, model.config);
       const auto t0 = std::chrono::steady_clock::now();
-      KVCache compacted = compact_cache(prefill.cache, prefill.queries, co, &prefill.context_queries);
+      KVCache compacted = compact_prefill(transformer, tok, prefill, co, seed);
       const double secs = seconds_since(t0);
       TaskEvalAnswer a = answer(std::move(compacted), prefill.last_logits);
       a.seconds = secs;

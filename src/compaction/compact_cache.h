@@ -31,6 +31,9 @@ struct CompactionOptions {
   /// ops/rope.h) and the pair layout; empty when unknown. See set_rope.
   std::vector<float> rope_inv_freq;
   bool rope_half_split = false;
+  /// > 0: chunked compaction in KV space (compaction/chunked.h): the context is compacted in
+  /// chunks of this many tokens, each with its own reference queries; 0 = the whole context at once.
+  int chunk_size = 0;
 };
 
 /// Fills options.rope_inv_freq / rope_half_split from the model's RoPE settings.

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "compaction/chunked.h"
 #include "core/error.h"
 
 namespace kvcompact {
@@ -109,8 +110,13 @@ KVCache compact_cache_on_policy(const Transformer& model, const ContextPrefill& 
   return work;
 }
 
-KVCache compact_prefill(const Transformer& model, const ContextPrefill& prefill, const CompactionOptions& options,
-                        uint64_t seed) {
+KVCache compact_prefill(const Transformer& model, const Tokenizer& tokenizer, const ContextPrefill& prefill,
+                        const CompactionOptions& options, uint64_t seed) {
+  if (options.chunk_size > 0) {
+    if (options.method.queries.on_policy)
+      throw Error("chunked compaction: on-policy queries (queries=...+onpolicy) are not supported with chunks");
+    return compact_cache_chunked(model, tokenizer, prefill, options, seed);
+  }
   if (options.method.queries.on_policy) return compact_cache_on_policy(model, prefill, options, seed);
   return compact_cache(prefill.cache, prefill.queries, options, &prefill.context_queries);
 }

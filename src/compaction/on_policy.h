@@ -29,9 +29,11 @@ namespace kvcompact {
 KVCache compact_cache_on_policy(const Transformer& model, const ContextPrefill& prefill,
                                 const CompactionOptions& options, uint64_t seed);
 
-/// compact_cache_on_policy when options.method.queries.on_policy is set, else compact_cache on
-/// the prefill's queries (the entry point of every pipeline that compacts a prefilled context).
-KVCache compact_prefill(const Transformer& model, const ContextPrefill& prefill, const CompactionOptions& options,
-                        uint64_t seed);
+/// The entry point of every pipeline that compacts a prefilled context: compact_cache_on_policy
+/// when options.method.queries.on_policy is set, compact_cache_chunked (compaction/chunked.h)
+/// when options.chunk_size > 0, else compact_cache on the prefill's queries. Throws Error for
+/// on-policy queries with chunks (not supported together), and as those functions.
+KVCache compact_prefill(const Transformer& model, const Tokenizer& tokenizer, const ContextPrefill& prefill,
+                        const CompactionOptions& options, uint64_t seed);
 
 }  // namespace kvcompact

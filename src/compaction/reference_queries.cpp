@@ -183,6 +183,7 @@ ContextPrefill collect_reference_queries(const Transformer& model, const Tokeniz
   if (plan.spec.total_cap < 0)
     throw Error(fmt::format("reference queries: total cap {} is negative", plan.spec.total_cap));
   ContextPrefill out;
+  out.context.assign(context.begin(), context.end());
   out.cache = model.make_cache();
   out.context_queries = empty_like(model.config());
   QueryCollector own(model.config(), 0, out.context_queries);

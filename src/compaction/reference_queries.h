@@ -82,6 +82,8 @@ struct ContextPrefill {
                                     ///< g) at i * group_size + g (SnapKV, H2O use them)
   /// The repeat and self-study sequences run after the context, in source order.
   std::vector<QuerySequence> sequences;
+  /// The context's token ids (BOS first), [T].
+  std::vector<int> context;
 };
 
 /// Repeat-prefill (Attention Matching, arXiv 2602.16284): runs the context tokens (BOS included),
