@@ -121,14 +121,19 @@ def main():
     if a.hf:
         import torch
         from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
 
         from kvcompact import hf as kvc_hf
+
+        hf_logging.disable_progress_bar()
 
         hf = AutoModelForCausalLM.from_pretrained(str(Path(a.model).parent), gguf_file=Path(a.model).name,
                                                   dtype=torch.float32)
         cache = kvc_hf.from_kvcompact(caches["am"], hf)  # (C1, beta, C2) per head, ragged, in HF's layout
         # generate() gets the context ids (already in the cache, not run again) and then the new ones
-        out = hf.generate(torch.tensor([ids + p_ids]), past_key_values=cache, max_new_tokens=40, do_sample=False)
+        inp = torch.tensor([ids + p_ids])
+        out = hf.generate(inp, attention_mask=torch.ones_like(inp), past_key_values=cache, max_new_tokens=40,
+                          do_sample=False)
         hf_answer = out[0, len(ids) + len(p_ids):].tolist()
         native = m.generate(prompt, steps=40, cache=caches["am"])["generated"]
         n = min(len(hf_answer), len(native))
