@@ -14,11 +14,20 @@
 
 #include "analysis/cloze_generator.h"  // SplitMix64
 #include "analysis/ruler_words.inc"
+#include "analysis/text_words.h"
 #include "core/error.h"
 
 namespace kvcompact {
 
 namespace {
+
+using text_words::ends_sentence;
+using text_words::fnv1a;
+using text_words::is_space;
+using text_words::shuffle;
+using text_words::split_words;
+using text_words::starts_upper;
+
 
 namespace fs = std::filesystem;
 
@@ -65,31 +74,6 @@ const NiahConfig* niah_config(const std::string& task) {
   for (const auto& [name, c] : configs)
     if (name == task) return &c;
   return nullptr;
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
-
-template <typename T>
-void shuffle(std::vector<T>& v, SplitMix64& rng) {  // Fisher-Yates
-  for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
-}
-
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
-std::vector<std::string> split_words(const std::string& text) {
-  std::vector<std::string> words;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && is_space(text[i])) ++i;
-    const std::size_t start = i;
-    while (i < text.size() && !is_space(text[i])) ++i;
-    if (i > start) words.push_back(text.substr(start, i - start));
-  }
-  return words;
 }
 
 /// The lines of a word list, trailing white space removed, empty lines skipped.
@@ -263,12 +247,6 @@ std::vector<std::string> read_essay_words(const std::string& data_dir) {
   }
   if (words.size() < 100) throw Error(fmt::format("{}: the essays hold only {} words", dir.string(), words.size()));
   return words;
-}
-
-bool ends_sentence(const std::string& w) {
-  std::size_t e = w.size();
-  while (e > 0 && (w[e - 1] == '"' || w[e - 1] == '\'' || w[e - 1] == ')')) --e;
-  return e > 0 && (w[e - 1] == '.' || w[e - 1] == '!' || w[e - 1] == '?');
 }
 
 struct Essay {

@@ -15,11 +15,20 @@
 
 #include "analysis/cloze_generator.h"  // SplitMix64
 #include "analysis/ruler_tasks.h"
+#include "analysis/text_words.h"
 #include "core/error.h"
 
 namespace kvcompact {
 
 namespace {
+
+using text_words::ends_sentence;
+using text_words::fnv1a;
+using text_words::is_space;
+using text_words::shuffle;
+using text_words::split_words;
+using text_words::starts_upper;
+
 
 namespace fs = std::filesystem;
 
@@ -49,26 +58,11 @@ std::vector<std::string> split_lines(const std::string& text) {
   return lines;
 }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
 std::string trim(const std::string& s) {
   std::size_t b = 0, e = s.size();
   while (b < e && is_space(s[b])) ++b;
   while (e > b && is_space(s[e - 1])) --e;
   return s.substr(b, e - b);
-}
-
-/// Words at runs of white space (all white space dropped).
-std::vector<std::string> split_words(const std::string& text) {
-  std::vector<std::string> words;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && is_space(text[i])) ++i;
-    const std::size_t start = i;
-    while (i < text.size() && !is_space(text[i])) ++i;
-    if (i > start) words.push_back(text.substr(start, i - start));
-  }
-  return words;
 }
 
 /// words[begin, begin + count) joined by single spaces, indices taken modulo words.size().
@@ -79,26 +73,6 @@ std::string join_words(const std::vector<std::string>& words, std::size_t begin,
     out += words[(begin + k) % words.size()];
   }
   return out;
-}
-
-/// A word that ends a sentence: its last character (before closing quotes or brackets) is . ! ?
-bool ends_sentence(const std::string& w) {
-  std::size_t e = w.size();
-  while (e > 0 && (w[e - 1] == '"' || w[e - 1] == '\'' || w[e - 1] == ')')) --e;
-  return e > 0 && (w[e - 1] == '.' || w[e - 1] == '!' || w[e - 1] == '?');
-}
-
-bool starts_upper(const std::string& w) { return !w.empty() && w[0] >= 'A' && w[0] <= 'Z'; }
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
-
-template <typename T>
-void shuffle(std::vector<T>& v, SplitMix64& rng) {  // Fisher-Yates
-  for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
 }
 
 /// `k` distinct indices in [0, n) other than `exclude` (k <= n - 1).

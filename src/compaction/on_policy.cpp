@@ -10,30 +10,6 @@
 namespace kvcompact {
 namespace {
 
-/// Keeps the queries of one layer (rows >= skip, grouped per KV head) of a one-layer forward.
-class LayerQueries : public ForwardObserver {
- public:
-  LayerQueries(const ModelConfig& c, int layer, int skip, ReferenceQueries& out)
-      : c_(c), layer_(layer), skip_(skip), out_(out) {}
-  void on_queries(int layer, const float* q, int n_tokens, int) override {
-    if (layer != layer_ || n_tokens <= skip_) return;
-    const int d = c_.head_dim, g = c_.group_size();
-    for (int kv = 0; kv < c_.n_kv_heads; ++kv) {
-      std::vector<float>& rows = out_.at(layer, kv);
-      for (int i = skip_; i < n_tokens; ++i)
-        for (int h = kv * g; h < (kv + 1) * g; ++h) {
-          const float* src = q + (static_cast<std::size_t>(i) * c_.n_heads + h) * d;
-          rows.insert(rows.end(), src, src + d);
-        }
-    }
-  }
-
- private:
-  const ModelConfig& c_;
-  int layer_, skip_;
-  ReferenceQueries& out_;
-};
-
 /// Runs layer `layer` of `tokens` (hidden states x entering it) over `cache`, then drops the
 /// entries the run appended to that layer; returns the hidden states leaving the layer.
 std::vector<float> run_layer(const Transformer& model, const QuerySequence& seq, const std::vector<float>& x,
@@ -91,7 +67,8 @@ KVCache compact_cache_on_policy(const Transformer& model, const ContextPrefill& 
                                                ReferenceQueries(c.n_layers, c.n_kv_heads, c.head_dim));
       for (std::size_t s = 0; s < x.size(); ++s) {
         const QuerySequence& seq = prefill.sequences[s];
-        LayerQueries collect(c, l, seq.skip, per_source.at(static_cast<std::size_t>(seq.source)));
+        // a one-layer forward: only layer l's queries are collected
+        QueryCollector collect(c, seq.skip, per_source.at(static_cast<std::size_t>(seq.source)));
         run_layer(model, seq, x[s], work, l, &collect);
       }
       ReferenceQueries queries(c.n_layers, c.n_kv_heads, c.head_dim);

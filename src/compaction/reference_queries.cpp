@@ -60,31 +60,21 @@ void ReferenceQueries::subsample(int cap, uint64_t seed) {
   }
 }
 
-namespace {
-
-/// Copies the queries of rows [skip, n) of every forward call into per-KV-head lists.
-class QueryCollector : public ForwardObserver {
- public:
-  QueryCollector(const ModelConfig& c, int skip, ReferenceQueries& out) : c_(c), skip_(skip), out_(out) {}
-  void on_queries(int layer, const float* q, int n_tokens, int) override {
-    const int d = c_.head_dim, g = c_.group_size();
-    if (n_tokens <= skip_) return;
-    for (int kv = 0; kv < c_.n_kv_heads; ++kv) {
-      auto& rows = out_.at(layer, kv);
-      rows.reserve(rows.size() + static_cast<std::size_t>(n_tokens - skip_) * g * d);
-      for (int i = skip_; i < n_tokens; ++i)
-        for (int h = kv * g; h < (kv + 1) * g; ++h) {
-          const float* src = q + (static_cast<std::size_t>(i) * c_.n_heads + h) * d;
-          rows.insert(rows.end(), src, src + d);
-        }
-    }
+void QueryCollector::on_queries(int layer, const float* q, int n_tokens, int) {
+  const int d = c_.head_dim, g = c_.group_size();
+  if (n_tokens <= skip_) return;
+  for (int kv = 0; kv < c_.n_kv_heads; ++kv) {
+    auto& rows = out_.at(layer, kv);
+    rows.reserve(rows.size() + static_cast<std::size_t>(n_tokens - skip_) * g * d);
+    for (int i = skip_; i < n_tokens; ++i)
+      for (int h = kv * g; h < (kv + 1) * g; ++h) {
+        const float* src = q + (static_cast<std::size_t>(i) * c_.n_heads + h) * d;
+        rows.insert(rows.end(), src, src + d);
+      }
   }
+}
 
- private:
-  const ModelConfig& c_;
-  int skip_;
-  ReferenceQueries& out_;
-};
+namespace {
 
 ReferenceQueries empty_like(const ModelConfig& c) { return ReferenceQueries(c.n_layers, c.n_kv_heads, c.head_dim); }
 

@@ -40,6 +40,20 @@ class ReferenceQueries {
   std::vector<std::vector<float>> rows_;  // [n_layers * n_kv_heads][n * head_dim]
 };
 
+/// A forward observer that appends the queries (after RoPE) of rows [skip, n) of every forward
+/// call to `out`, per layer and KV head: for each row, every query head of the KV head's group
+/// (position-major, then query head), the layout of ReferenceQueries.
+class QueryCollector : public ForwardObserver {
+ public:
+  QueryCollector(const ModelConfig& c, int skip, ReferenceQueries& out) : c_(c), skip_(skip), out_(out) {}
+  void on_queries(int layer, const float* q, int n_tokens, int first_position) override;
+
+ private:
+  const ModelConfig& c_;
+  int skip_;
+  ReferenceQueries& out_;
+};
+
 /// The prompt placed between the two copies of the context in repeat-prefill.
 inline constexpr const char* kRepeatPrompt = "Repeat the previous context.";
 
