@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
+#include <cctype>
 #include <memory>
+#include <string>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +29,32 @@
 
 namespace kvcompact::py_bind {
 namespace {
+
+/// The library's messages name the CLI's flags; from Python they name the keyword arguments.
+std::string python_names(std::string msg) {
+  static const std::pair<const char*, const char*> names[] = {
+      {"--ratios", "grid"},       {"--baseline", "baseline"}, {"--heads", "heads"},
+      {"--floor", "floor"},       {"--units", "units"},       {"--random-seeds", "random_seeds"},
+      {"--targets", "targets"},   {"--out", "out_dir"},       {"--k ", "ks "},
+      {"--budgets", "budgets"},   {"--scores", "scores"},     {"--tasks", "tasks"}};
+  for (const auto& [flag, arg] : names)
+    for (std::size_t at = msg.find(flag); at != std::string::npos; at = msg.find(flag, at + 1)) {
+      const std::size_t end = at + std::char_traits<char>::length(flag);
+      if (end < msg.size() && (std::isalnum(static_cast<unsigned char>(msg[end])) || msg[end] == '-')) continue;
+      msg.replace(at, end - at, arg);
+    }
+  return msg;
+}
+
+/// Runs f, turning a library Error into one whose message names the Python arguments.
+template <class F>
+auto with_python_names(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    throw Error(python_names(e.what()));
+  }
+}
 
 py::object json_to_py(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
 
@@ -142,11 +170,29 @@ py::object mask_eval(const PyModel& self, const py::object& tasks, const std::st
 }  // namespace
 
 void bind_analysis(py::module_& m, py::class_<PyModel>& model_class) {
-  model_class.def("influence", &influence, py::arg("documents"), py::arg("out_dir"), py::arg("grid") = "0:0.5:51",
+  model_class.def("influence", [](const PyModel& self, const std::vector<std::string>& documents,
+                                  const std::string& out_dir, const py::object& grid, double baseline,
+                                  const std::string& heads, const std::string& method, double context_frac,
+                                  std::uint64_t seed, bool reuse_prefix, const std::string& budgets,
+                                  const py::object& progress, const py::kwargs& options) {
+    return with_python_names([&] {
+      return influence(self, documents, out_dir, grid, baseline, heads, method, context_frac, seed, reuse_prefix,
+                       budgets, progress, options);
+    });
+  }, py::arg("documents"), py::arg("out_dir"), py::arg("grid") = "0:0.5:51",
                   py::arg("baseline") = 0.05, py::arg("heads") = "all", py::arg("method") = "am",
                   py::arg("context_frac") = 0.6, py::arg("seed") = 0, py::arg("reuse_prefix") = true,
                   py::arg("budgets") = "", py::arg("progress") = py::none());
-  model_class.def("mask_eval", &mask_eval, py::arg("tasks"), py::arg("scores"), py::arg("ks"),
+  model_class.def("mask_eval", [](const PyModel& self, const py::object& tasks, const std::string& scores,
+                                  const std::vector<int>& ks, int random_seeds, std::uint64_t seed,
+                                  const std::string& ablation, const std::string& head_means,
+                                  const std::string& reference, const std::vector<std::string>& metrics,
+                                  const std::string& out_dir, const py::object& progress) {
+    return with_python_names([&] {
+      return mask_eval(self, tasks, scores, ks, random_seeds, seed, ablation, head_means, reference, metrics, out_dir,
+                       progress);
+    });
+  }, py::arg("tasks"), py::arg("scores"), py::arg("ks"),
                   py::arg("random_seeds") = 5, py::arg("seed") = 0, py::arg("ablation") = "zero",
                   py::arg("head_means") = "", py::arg("reference") = "gold",
                   py::arg("metrics") = std::vector<std::string>{"chrf"}, py::arg("out_dir") = "",
@@ -157,13 +203,15 @@ void bind_analysis(py::module_& m, py::class_<PyModel>& model_class) {
     o.targets = targets_arg(targets);
     o.floor = floor;
     o.units = units;
-    const InfluenceCurves c = curves_arg(curves);
-    BudgetSchedule s;
-    {
-      py::gil_scoped_release release;
-      s = optimize_budgets(c, o);
-    }
-    return json_to_py(budget_schedule_to_json(s));
+    return with_python_names([&] {
+      const InfluenceCurves c = curves_arg(curves);
+      BudgetSchedule s;
+      {
+        py::gil_scoped_release release;
+        s = optimize_budgets(c, o);
+      }
+      return json_to_py(budget_schedule_to_json(s));
+    });
   }, py::arg("curves"), py::arg("targets") = std::vector<double>{0.01, 0.02, 0.05, 0.1}, py::arg("floor") = 0.1,
      py::arg("units") = 200);
   m.def("uniform_budgets", [](int n_layers, int n_kv_heads, const std::vector<double>& targets,
