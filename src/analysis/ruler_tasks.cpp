@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <numbers>
 #include <optional>
@@ -24,6 +23,8 @@ namespace {
 using text_words::ends_sentence;
 using text_words::fnv1a;
 using text_words::is_space;
+using text_words::read_essay_words;
+using text_words::sentence_starts;
 using text_words::shuffle;
 using text_words::split_words;
 using text_words::starts_upper;
@@ -227,28 +228,6 @@ std::size_t nearest_boundary(const std::vector<int>& bounds, double target, cons
   return std::abs(prefix(bounds[lo + 1]) - target) < std::abs(prefix(bounds[lo]) - target) ? lo + 1 : lo;
 }
 
-/// Paul Graham essays in file-name order, white space collapsed, as words.
-std::vector<std::string> read_essay_words(const std::string& data_dir) {
-  const fs::path dir = fs::path(data_dir) / "needle_haystack" / "PaulGrahamEssays";
-  std::vector<fs::path> files;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->path().extension() == ".txt") files.push_back(it->path());
-  if (ec || files.empty())
-    throw Error(fmt::format("{}: missing essay folder or no .txt files in it (set --data-dir)", dir.string()));
-  std::sort(files.begin(), files.end());
-  std::vector<std::string> words;
-  for (const fs::path& f : files) {
-    std::ifstream in(f, std::ios::binary);
-    if (!in) throw Error(fmt::format("{}: cannot read data file", f.string()));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    for (std::string& w : split_words(ss.str())) words.push_back(std::move(w));
-  }
-  if (words.size() < 100) throw Error(fmt::format("{}: the essays hold only {} words", dir.string(), words.size()));
-  return words;
-}
-
 struct Essay {
   std::vector<std::string> words;
   std::vector<char> sentence_start;  ///< word i starts a sentence
@@ -257,13 +236,13 @@ struct Essay {
 
 Essay read_essay(const std::string& data_dir) {
   Essay e{read_essay_words(data_dir), {}, {}};
+  if (e.words.size() < 100)
+    throw Error(fmt::format("{}/needle_haystack/PaulGrahamEssays: the essays hold only {} words", data_dir,
+                            e.words.size()));
+  e.starts = sentence_starts(e.words);
   e.sentence_start.assign(e.words.size(), 0);
-  for (std::size_t i = 1; i < e.words.size(); ++i)
-    if (ends_sentence(e.words[i - 1]) && e.words[i][0] >= 'A' && e.words[i][0] <= 'Z') {
-      e.sentence_start[i] = 1;
-      e.starts.push_back(i);
-    }
-  if (e.starts.empty()) e.starts.push_back(0);
+  for (std::size_t i : e.starts)
+    if (i > 0) e.sentence_start[i] = 1;
   return e;
 }
 

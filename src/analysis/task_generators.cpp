@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
@@ -25,6 +24,9 @@ namespace {
 using text_words::ends_sentence;
 using text_words::fnv1a;
 using text_words::is_space;
+using text_words::read_data_file;
+using text_words::read_essay_words;
+using text_words::sentence_starts;
 using text_words::shuffle;
 using text_words::split_words;
 using text_words::starts_upper;
@@ -33,16 +35,6 @@ using text_words::starts_upper;
 namespace fs = std::filesystem;
 
 constexpr int kMaxAttemptsPerItem = 1000;
-
-std::string read_data_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: missing data file (set --data-dir to the shared data folder)", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  if (s.find_first_not_of(" \t\r\n") == std::string::npos) throw Error(fmt::format("{}: empty data file", path));
-  return s;
-}
 
 std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> lines;
@@ -252,23 +244,8 @@ std::vector<TaskItem> make_retrieval(Gen& g) {
   check_context_fits(g, L, max_new);
 
   // Haystack: all essays in file-name order, white space collapsed.
-  const fs::path dir = fs::path(g.data_dir) / "needle_haystack" / "PaulGrahamEssays";
-  std::vector<fs::path> files;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->path().extension() == ".txt") files.push_back(it->path());
-  if (ec || files.empty())
-    throw Error(fmt::format("{}: missing essay folder or no .txt files in it (set --data-dir)", dir.string()));
-  std::sort(files.begin(), files.end());
-  std::vector<std::string> words;
-  for (const fs::path& f : files) {
-    std::vector<std::string> w = split_words(read_data_file(f.string()));
-    words.insert(words.end(), std::make_move_iterator(w.begin()), std::make_move_iterator(w.end()));
-  }
-  std::vector<std::size_t> sentence_starts;
-  for (std::size_t i = 1; i < words.size(); ++i)
-    if (ends_sentence(words[i - 1]) && starts_upper(words[i])) sentence_starts.push_back(i);
-  if (sentence_starts.empty()) sentence_starts.push_back(0);
+  const std::vector<std::string> words = read_essay_words(g.data_dir);
+  const std::vector<std::size_t> starts = sentence_starts(words);
 
   std::vector<CapitalPair> cities;
   if (v == "fact" || v == "mixed") {
@@ -306,7 +283,7 @@ std::vector<TaskItem> make_retrieval(Gen& g) {
     }
     const double depth = g.opts.depth >= 0 ? g.opts.depth : (g.opts.n == 1 ? 0.5 : static_cast<double>(i) / (g.opts.n - 1));
     item.depth = depth;
-    const std::size_t start = sentence_starts[g.rng.below(sentence_starts.size())];
+    const std::size_t start = starts[g.rng.below(starts.size())];
     if (item.source.empty()) item.source = fmt::format("needle_haystack/PaulGrahamEssays (word {})", start);
 
     // Needle position for a haystack of m words: the k whose prefix token count is nearest depth x

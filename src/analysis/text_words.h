@@ -1,6 +1,6 @@
 // Small text and shuffling helpers shared by the task generators (task_generators.cpp,
-// ruler_tasks.cpp): white-space word splitting, sentence ends, a string hash and a seeded
-// Fisher-Yates shuffle.
+// ruler_tasks.cpp): data files and the essay haystack, white-space word splitting, sentence ends,
+// a string hash and a seeded Fisher-Yates shuffle.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +44,19 @@ inline uint64_t fnv1a(const std::string& s) {
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
   return h;
 }
+
+/// The bytes of a data file of the shared data folder. Throws Error naming the path when it is
+/// missing (with the --data-dir hint) or holds only white space.
+std::string read_data_file(const std::string& path);
+
+/// The Paul Graham essays of data_dir/needle_haystack/PaulGrahamEssays (every .txt, in file-name
+/// order, each read by read_data_file) as one list of words (split_words). Throws Error naming the
+/// folder when it is missing or has no .txt file, and as read_data_file.
+std::vector<std::string> read_essay_words(const std::string& data_dir);
+
+/// Indices i >= 1 of the words that start a sentence (ends_sentence(words[i - 1]) and
+/// starts_upper(words[i])), in order; {0} when there is none.
+std::vector<std::size_t> sentence_starts(const std::vector<std::string>& words);
 
 /// Fisher-Yates shuffle of v with rng (SplitMix64, analysis/cloze_generator.h).
 template <typename T>
