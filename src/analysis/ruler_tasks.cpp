@@ -188,6 +188,24 @@ struct Ruler {
     return text.empty() ? 0 : static_cast<int>(tok.encode(text, false).size());
   }
   std::string id(int i) const { return fmt::format("{}-{:04d}", task, i); }
+  /// Item i: prompt = context + question (the question verbatim after the compactable context),
+  /// RULER's answers as references (answer_type recall, also joined by ", " as the reference), no
+  /// stop strings, RULER's token limit.
+  TaskItem recall_item(int i, std::string context, const std::string& question, std::vector<std::string> refs,
+                       int max_new, std::string source) const {
+    TaskItem item;
+    item.id = id(i);
+    item.family = task;
+    item.prompt = context + question;
+    item.context = std::move(context);
+    item.reference = join(refs, ", ");
+    item.references = std::move(refs);
+    item.answer_type = "recall";
+    item.stop = {};
+    item.max_new_tokens = max_new;
+    item.source = std::move(source);
+    return item;
+  }
   double depth_of(int i) const {
     if (opts.depth >= 0) return opts.depth;
     return opts.n == 1 ? 0.5 : static_cast<double>(i) / (opts.n - 1);
@@ -413,24 +431,16 @@ std::vector<TaskItem> make_niah(Ruler& r, const NiahConfig& c) {
       const Placed p = place_needles(r, h, needles, targets, limit, [&](const std::string& hay) {
         return preamble + hay + question;
       });
-      TaskItem item;
-      item.context = preamble + h.build(p.m, p.ins);
-      item.prompt = item.context + question;
+      TaskItem item = r.recall_item(i, preamble + h.build(p.m, p.ins), question, refs, max_new,
+                                    c.haystack == HayKind::essay
+                                        ? fmt::format("needle_haystack/PaulGrahamEssays (word {})", start)
+                                        : fmt::format("RULER {} (synthetic)", r.task.substr(6)));
       // Every value exactly once (a number could also occur in an essay).
       bool ok = true;
       for (const auto& vs : values)
         for (const std::string& v : vs) ok = ok && count_occurrences(item.prompt, v) == 1;
       if (!ok) continue;
-      item.id = r.id(i);
-      item.family = r.task;
-      item.references = refs;
-      item.reference = join(refs, ", ");
-      item.answer_type = "recall";
-      item.stop = {};
-      item.max_new_tokens = max_new;
       item.depth = std::clamp(p.depths[0], 0.0, 1.0);
-      item.source = c.haystack == HayKind::essay ? fmt::format("needle_haystack/PaulGrahamEssays (word {})", start)
-                                                 : fmt::format("RULER {} (synthetic)", r.task.substr(6));
       items.push_back(std::move(item));
       made = true;
     }
@@ -514,20 +524,10 @@ std::vector<TaskItem> make_vt(Ruler& r) {
     const int base = count(0);
     const int m = largest_fitting(1 << 20, (r.L - base) / 20, r.L, count);
     if (m < 1) r.too_small(base);
-    TaskItem item;
-    item.id = r.id(i);
-    item.family = r.task;
-    item.context = context_of(m);
-    item.prompt = item.context + question;
-    item.references = ch.vars;
-    item.reference = join(ch.vars, ", ");
-    item.answer_type = "recall";
-    item.stop = {};
-    item.max_new_tokens = max_new;
+    TaskItem item = r.recall_item(i, context_of(m), question, ch.vars, max_new, "RULER vt (synthetic)");
     const int first = chain_ins(ch, m, fr)[0].first;
     const double total = r.text_tokens(h.build(m, {}));
     item.depth = total > 0 ? std::clamp(r.text_tokens(h.build(first, {})) / total, 0.0, 1.0) : 0.0;
-    item.source = "RULER vt (synthetic)";
     items.push_back(std::move(item));
   }
   return items;
@@ -579,18 +579,8 @@ std::vector<TaskItem> make_cwe(Ruler& r) {
     const int base = count(0);
     if (base > r.L) r.too_small(base);
     const int extra = largest_fitting(pool_n - ex_words - num_cw, 64, r.L, count);
-    TaskItem item;
-    item.id = r.id(i);
-    item.family = r.task;
-    item.context = context_of(num_cw + extra);
-    item.prompt = item.context + kCweQuestion;
-    item.references = common;
-    item.reference = join(common, ", ");
-    item.answer_type = "recall";
-    item.stop = {};
-    item.max_new_tokens = max_new;
-    item.source = "RULER cwe (synthetic, wonderwords lists)";
-    items.push_back(std::move(item));
+    items.push_back(r.recall_item(i, context_of(num_cw + extra), kCweQuestion, common, max_new,
+                                  "RULER cwe (synthetic, wonderwords lists)"));
   }
   return items;
 }
@@ -634,18 +624,8 @@ std::vector<TaskItem> make_fwe(Ruler& r) {
     const int num_words = std::max(n_min, largest_fitting(1 << 22, r.L / 2, r.L, count));
     const std::vector<int> c = counts_of(num_words);
     if (c[3] <= c[4]) throw Error(fmt::format("{}: tied word counts for {} words", r.task, num_words));
-    TaskItem item;
-    item.id = r.id(i);
-    item.family = r.task;
-    item.context = context_of(num_words);
-    item.prompt = item.context + kFweQuestion;
-    item.references = {vocab[1], vocab[2], vocab[3]};
-    item.reference = join(item.references, ", ");
-    item.answer_type = "recall";
-    item.stop = {};
-    item.max_new_tokens = max_new;
-    item.source = "RULER fwe (synthetic)";
-    items.push_back(std::move(item));
+    items.push_back(r.recall_item(i, context_of(num_words), kFweQuestion, {vocab[1], vocab[2], vocab[3]}, max_new,
+                                  "RULER fwe (synthetic)"));
   }
   return items;
 }
