@@ -52,7 +52,7 @@ TEST_F(ChunkedTest, OneChunkIsPlainCompaction) {
   const Transformer tr(model_->config, model_->weights);
   const CompactionOptions co = opts("am", 0.25, 1000);
   const ContextPrefill pre = prefill(tr, *model_->tokenizer, *ids_, co);
-  const KVCache chunked = compact_prefill(tr, *model_->tokenizer, pre, co, 0);
+  const KVCache chunked = compact_prefill(tr, *model_->tokenizer, pre, co);
   const KVCache plain = compact_cache(pre.cache, pre.queries, opts("am", 0.25, 0), &pre.context_queries);
   for (int l = 0; l < model_->config.n_layers; ++l)
     for (int h = 0; h < model_->config.n_kv_heads; ++h) {
@@ -69,7 +69,7 @@ TEST_F(ChunkedTest, EachChunkIsCompactedAgainstItselfAlone) {
   const Transformer tr(model_->config, model_->weights);
   const CompactionOptions co = opts("am", 0.25, 32);
   const ContextPrefill pre = prefill(tr, *model_->tokenizer, *ids_, co);
-  const KVCache got = compact_prefill(tr, *model_->tokenizer, pre, co, 0);
+  const KVCache got = compact_prefill(tr, *model_->tokenizer, pre, co);
   const int L = model_->config.n_layers, H = model_->config.n_kv_heads, d = model_->config.head_dim;
   const int starts[] = {0, 32, 64}, ends[] = {32, 64, 70};
   for (int c = 0; c < 3; ++c) {
@@ -124,7 +124,7 @@ TEST_F(ChunkedTest, KeepingEverythingIsTheFullCacheAndBadUsesAreErrors) {
   const Transformer tr(model_->config, model_->weights);
   const CompactionOptions keep = opts("recent", 1.0, 16);
   const ContextPrefill pre = prefill(tr, *model_->tokenizer, *ids_, keep);
-  const KVCache c = compact_prefill(tr, *model_->tokenizer, pre, keep, 0);
+  const KVCache c = compact_prefill(tr, *model_->tokenizer, pre, keep);
   for (int l = 0; l < model_->config.n_layers; ++l)
     for (int h = 0; h < model_->config.n_kv_heads; ++h) {
       EXPECT_EQ(c.head(l, h).keys, pre.cache.head(l, h).keys);
@@ -132,12 +132,12 @@ TEST_F(ChunkedTest, KeepingEverythingIsTheFullCacheAndBadUsesAreErrors) {
     }
   EXPECT_EQ(c.next_position, 70);
   CompactionOptions bad = opts("am", 0.25, 1);
-  EXPECT_THROW(compact_prefill(tr, *model_->tokenizer, pre, bad, 0), Error);
+  EXPECT_THROW(compact_prefill(tr, *model_->tokenizer, pre, bad), Error);
   bad = opts("am", 0.25, 16);
   bad.head_budgets.assign(20, 3);
-  EXPECT_THROW(compact_prefill(tr, *model_->tokenizer, pre, bad, 0), Error);
-  EXPECT_THROW(compact_prefill(tr, *model_->tokenizer, pre, opts("am:queries=repeat+onpolicy", 0.25, 16), 0), Error);
-  EXPECT_THROW(compact_prefill(tr, *model_->tokenizer, pre, opts("am:queries=context", 0.25, 16), 0), Error);
+  EXPECT_THROW(compact_prefill(tr, *model_->tokenizer, pre, bad), Error);
+  EXPECT_THROW(compact_prefill(tr, *model_->tokenizer, pre, opts("am:queries=repeat+onpolicy", 0.25, 16)), Error);
+  EXPECT_THROW(compact_prefill(tr, *model_->tokenizer, pre, opts("am:queries=context", 0.25, 16)), Error);
 }
 
 }  // namespace

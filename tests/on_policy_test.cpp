@@ -75,7 +75,7 @@ TEST_F(OnPolicyTest, EqualsOneFullForwardPerLayerOverTheCompactedLowerLayers) {
   const CompactionOptions co = options_for("am:queries=repeat+onpolicy", 0.25);
   const ContextPrefill pre = collect_reference_queries(tr, *model_->tokenizer, *ids_, plan_for(co));
   ASSERT_EQ(pre.sequences.size(), 1u);
-  const KVCache ours = compact_cache_on_policy(tr, pre, co, co.seed);
+  const KVCache ours = compact_cache_on_policy(tr, pre, co);
   const int L = model_->config.n_layers, H = model_->config.n_kv_heads;
   EXPECT_EQ(ours.next_position, static_cast<int>(ids_->size()));
   for (int l = 0; l < L; ++l) {
@@ -107,8 +107,8 @@ TEST_F(OnPolicyTest, LayerZeroEqualsOffPolicyAndLaterLayersMove) {
   const CompactionOptions on = options_for("am:queries=repeat+onpolicy", 0.25);
   const CompactionOptions off = options_for("am", 0.25);
   const ContextPrefill pre = collect_reference_queries(tr, *model_->tokenizer, *ids_, plan_for(on));
-  const KVCache a = compact_prefill(tr, *model_->tokenizer, pre, on, 0);
-  const KVCache b = compact_prefill(tr, *model_->tokenizer, pre, off, 0);  // the same prefill: queries off-policy
+  const KVCache a = compact_prefill(tr, *model_->tokenizer, pre, on);
+  const KVCache b = compact_prefill(tr, *model_->tokenizer, pre, off);  // the same prefill: queries off-policy
   bool later_differs = false;
   for (int kv = 0; kv < model_->config.n_kv_heads; ++kv) {
     EXPECT_EQ(a.head(0, kv).positions, b.head(0, kv).positions);
@@ -132,7 +132,7 @@ TEST_F(OnPolicyTest, SelfStudySequencesAreRerunAndCapsApply) {
   // the off-policy counts: repeat capped at 40, plus <= 2 x 8 x group rows, capped at 90 in all
   const int off_count = pre.queries.count(2, 1);
   EXPECT_LE(off_count, 90);
-  const KVCache c = compact_cache_on_policy(tr, pre, co, plan.seed);
+  const KVCache c = compact_cache_on_policy(tr, pre, co);
   for (int l = 0; l < model_->config.n_layers; ++l)
     for (int kv = 0; kv < model_->config.n_kv_heads; ++kv)
       EXPECT_EQ(c.head(l, kv).length(), static_cast<std::size_t>(kept_entries(0.25, static_cast<int>(ids_->size()))));
@@ -148,7 +148,7 @@ TEST_F(OnPolicyTest, SpecRoundTripsAndBadUsesAreErrors) {
   const CompactionOptions co = options_for("am:queries=repeat+onpolicy", 0.25);
   ContextPrefill pre = collect_reference_queries(tr, *model_->tokenizer, *ids_, plan_for(co));
   pre.sequences.clear();
-  EXPECT_THROW(compact_cache_on_policy(tr, pre, co, 0), Error);
+  EXPECT_THROW(compact_cache_on_policy(tr, pre, co), Error);
 }
 
 }  // namespace

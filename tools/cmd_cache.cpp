@@ -13,6 +13,7 @@
 #include "analysis/compact_context.h"
 #include "analysis/continuation_nll.h"
 #include "cli_model.h"
+#include "compaction/chunked.h"
 #include "compaction/compact_cache.h"
 #include "compaction/reference_queries.h"
 #include "core/error.h"
@@ -128,7 +129,7 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     co.method = parse_method_spec(o->method);
     co.ratio = o->ratio;
     co.seed = o->seed;
-    if (o->chunk < 0 || o->chunk == 1) throw Error(fmt::format("--chunk {}: must be 0 or at least 2 tokens", o->chunk));
+    check_chunk_size(o->chunk);
     co.chunk_size = o->chunk;
     Model model = load_model(o->m.model, o->m.tokenizer);
     set_rope(co, model.config);

@@ -12,6 +12,7 @@
 #include "cli_model.h"
 #include "study_reports.h"
 #include "io/atomic_file.h"
+#include "compaction/chunked.h"
 #include "core/error.h"
 #include "io/text_documents.h"
 #include "analysis/budget_solver.h"
@@ -135,7 +136,7 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
         throw Error(fmt::format("--max-head-ratio: {} is outside (0, 1]", o->max_head_ratio));
       opt.max_head_ratio = o->max_head_ratio;
     }
-    if (o->chunk < 0 || o->chunk == 1) throw Error(fmt::format("--chunk {}: must be 0 or at least 2 tokens", o->chunk));
+    check_chunk_size(o->chunk);
     opt.chunk_size = o->chunk;
     opt.context_tokens = o->context_tokens;
     opt.continuation_tokens = o->continuation_tokens;

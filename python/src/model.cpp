@@ -15,6 +15,7 @@
 #include "analysis/compact_context.h"
 #include "analysis/perplexity.h"
 #include "arrays.h"
+#include "compaction/chunked.h"
 #include "compaction/compact_cache.h"
 #include "core/log.h"
 #include "core/model_fingerprint.h"
@@ -237,7 +238,7 @@ PyCache compact(const PyModel& self, const py::object& context, std::optional<do
     co.ratio = static_cast<double>(kept) / (static_cast<double>(heads) * static_cast<double>(ids.size()));
   }
   co.seed = seed;
-  if (chunk < 0 || chunk == 1) throw py::value_error("chunk: " + std::to_string(chunk) + " must be 0 or at least 2 tokens");
+  check_chunk_size(chunk);
   co.chunk_size = chunk;
   PyCache out;
   ProgressSink sink(progress);

@@ -40,7 +40,7 @@ CompactedContext compact_context(const Model& model, std::span<const int> ids, c
   f.context_tokens.assign(ids.begin(), ids.end());
   f.last_logits = prefill.last_logits;
   const Transformer transformer(model.config, model.weights);
-  f.cache = compact_prefill(transformer, *model.tokenizer, prefill, co, co.seed);
+  f.cache = compact_prefill(transformer, *model.tokenizer, prefill, co);
   out.full_entries = prefill.cache.total_entries();
   out.full_bytes = prefill.cache.bytes();
   return out;

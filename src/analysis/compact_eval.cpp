@@ -105,7 +105,7 @@ CompactEvalUnit evaluate_compact_eval_document(const Model& model, const Transfo
         co.head_budgets = per_head_budgets(options.budget_proportions, lengths, ratio, options.max_head_ratio);
       }
       auto t0 = std::chrono::steady_clock::now();
-      KVCache compacted = compact_prefill(transformer, tokenizer, prefill, co, options.seed + d);
+      KVCache compacted = compact_prefill(transformer, tokenizer, prefill, co);
       const double secs = seconds_since(t0);
       const double nll = mean_continuation_nll(transformer, compacted, continuation, prefill.last_logits);
       if (!std::isfinite(nll))

@@ -295,7 +295,7 @@ QaArticleUnit evaluate_qa_article(const Model& model, const Transformer& tr, con
       co.ratio = ratio;
       co.seed = options.seed + ai;
       set_rope(co, model.config);
-      caches.push_back(compact_prefill(tr, tok, prefill, co, options.seed + ai));
+      caches.push_back(compact_prefill(tr, tok, prefill, co));
     }
   }
   for (const KVCache& c : caches) {

@@ -169,7 +169,7 @@ TaskEvalUnit evaluate_task_item(const Model& model, const Transformer& transform
       co.seed = seed;
       set_rope(co, model.config);
       const auto t0 = std::chrono::steady_clock::now();
-      KVCache compacted = compact_prefill(transformer, tok, prefill, co, seed);
+      KVCache compacted = compact_prefill(transformer, tok, prefill, co);
       const double secs = seconds_since(t0);
       TaskEvalAnswer a = answer(std::move(compacted), prefill.last_logits);
       a.seconds = secs;

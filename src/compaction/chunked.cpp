@@ -29,10 +29,16 @@ void append(HeadCache& dst, const HeadCache& src) {
 
 }  // namespace
 
+void check_chunk_size(int chunk_size) {
+  if (chunk_size < 0 || chunk_size == 1)
+    throw Error(fmt::format("chunk size {}: must be 0 (the whole context at once) or at least 2 tokens", chunk_size));
+}
+
 KVCache compact_cache_chunked(const Transformer& model, const Tokenizer& tokenizer, const ContextPrefill& prefill,
-                              const CompactionOptions& options, uint64_t seed) {
+                              const CompactionOptions& options) {
   const int C = options.chunk_size;
-  if (C < 2) throw Error(fmt::format("chunked compaction: chunk size {} must be at least 2 tokens", C));
+  check_chunk_size(C);
+  if (C == 0) throw Error("chunked compaction: chunk size 0 (use compact_cache for the whole context)");
   if (!options.head_budgets.empty())
     throw Error("chunked compaction: per-head budgets are not supported with chunks (use a ratio)");
   for (const QuerySource& s : options.method.queries.sources)
@@ -67,7 +73,7 @@ KVCache compact_cache_chunked(const Transformer& model, const Tokenizer& tokeniz
     // given: the BOS for chunk 0, the token before the chunk otherwise).
     const std::span<const int> tokens(prefill.context.data() + std::max(a - 1, 0), static_cast<std::size_t>(b - std::max(a - 1, 0)));
     ReferenceQueries q = repeat_queries_over(model, tokenizer, part, tokens);
-    q.subsample(options.method.queries.total_cap, seed + static_cast<uint64_t>(chunk));
+    q.subsample(options.method.queries.total_cap, options.seed + static_cast<uint64_t>(chunk));
     ReferenceQueries cq(L, H, full.head_dim());
     for (int l = 0; l < L; ++l)
       for (int h = 0; h < H; ++h) {

@@ -34,7 +34,8 @@ std::vector<float> run_layer(const Transformer& model, const QuerySequence& seq,
 }  // namespace
 
 KVCache compact_cache_on_policy(const Transformer& model, const ContextPrefill& prefill,
-                                const CompactionOptions& options, uint64_t seed) {
+                                const CompactionOptions& options) {
+  const uint64_t seed = options.seed;  // the query plan's seed
   const QuerySpec& spec = options.method.queries;
   for (const QuerySource& s : spec.sources)
     if (s.kind != QuerySourceKind::Repeat && s.kind != QuerySourceKind::SelfStudy)
@@ -88,13 +89,14 @@ KVCache compact_cache_on_policy(const Transformer& model, const ContextPrefill& 
 }
 
 KVCache compact_prefill(const Transformer& model, const Tokenizer& tokenizer, const ContextPrefill& prefill,
-                        const CompactionOptions& options, uint64_t seed) {
+                        const CompactionOptions& options) {
+  check_chunk_size(options.chunk_size);
   if (options.chunk_size > 0) {
     if (options.method.queries.on_policy)
       throw Error("chunked compaction: on-policy queries (queries=...+onpolicy) are not supported with chunks");
-    return compact_cache_chunked(model, tokenizer, prefill, options, seed);
+    return compact_cache_chunked(model, tokenizer, prefill, options);
   }
-  if (options.method.queries.on_policy) return compact_cache_on_policy(model, prefill, options, seed);
+  if (options.method.queries.on_policy) return compact_cache_on_policy(model, prefill, options);
   return compact_cache(prefill.cache, prefill.queries, options, &prefill.context_queries);
 }
 
