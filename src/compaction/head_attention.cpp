@@ -262,8 +262,12 @@ std::vector<double> selected_logits(const HeadCompactionInput& in, const std::ve
   return out;
 }
 
-std::vector<float> compacted_attention_output(const CompactedHead& head, const float* queries,
-                                              int n_queries, int head_dim) {
+namespace {
+
+// compacted_attention_output for any head type with keys, values and beta vectors.
+template <class Head>
+std::vector<float> compacted_output(const Head& head, const float* queries, int n_queries, int head_dim,
+                                    std::vector<double>* log_mass) {
   const char* where = "compacted attention output";
   if (head_dim <= 0) throw Error(fmt::format("{}: head_dim {} must be positive", where, head_dim));
   if (n_queries < 0) throw Error(fmt::format("{}: number of queries {} is negative", where, n_queries));
@@ -279,13 +283,14 @@ std::vector<float> compacted_attention_output(const CompactedHead& head, const f
   check_finite(head.beta.data(), t, where, "beta");
   check_finite(queries, N * D, where, "Q");
   std::vector<float> out(N * D, 0.0f);
+  if (log_mass) log_mass->assign(N, 0.0);
   if (N == 0) return out;
 
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   const std::vector<double> C1 = to_double(head.keys.data(), t * D),
                             C2 = to_double(head.values.data(), t * D);
   const std::size_t block = rows_per_block(n_queries, static_cast<int>(t));
-  std::vector<double> P(block * t), Qb(block * D), Yb(block * D);
+  std::vector<double> P(block * t), Qb(block * D), Yb(block * D), m(block), z(block);
   for (std::size_t b0 = 0; b0 < N; b0 += block) {
     const std::size_t nb = std::min(block, N - b0);
     for (std::size_t i = 0; i < nb * D; ++i) Qb[i] = queries[b0 * D + i];
@@ -294,13 +299,27 @@ std::vector<float> compacted_attention_output(const CompactedHead& head, const f
                 static_cast<int>(t));
     for (std::size_t r = 0; r < nb; ++r)
       for (std::size_t j = 0; j < t; ++j) P[r * t + j] += head.beta[j];
-    softmax_rows(P.data(), nb, t, nullptr, nullptr);
+    softmax_rows(P.data(), nb, t, m.data(), z.data());
+    if (log_mass)
+      for (std::size_t r = 0; r < nb; ++r) (*log_mass)[b0 + r] = m[r] + std::log(z[r]);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nb), head_dim,
                 static_cast<int>(t), 1.0, P.data(), static_cast<int>(t), C2.data(), head_dim, 0.0,
                 Yb.data(), head_dim);
     for (std::size_t i = 0; i < nb * D; ++i) out[b0 * D + i] = static_cast<float>(Yb[i]);
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<float> compacted_attention_output(const CompactedHead& head, const float* queries, int n_queries,
+                                              int head_dim) {
+  return compacted_output(head, queries, n_queries, head_dim, nullptr);
+}
+
+std::vector<float> compacted_attention_output(const HeadCache& head, const float* queries, int n_queries,
+                                              int head_dim, std::vector<double>* log_mass) {
+  return compacted_output(head, queries, n_queries, head_dim, log_mass);
 }
 
 std::vector<float> original_attention_output(const HeadCompactionInput& in) {

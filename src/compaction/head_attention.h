@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "compaction/head_compaction.h"
+#include "core/kv_cache.h"
 
 namespace kvcompact {
 
@@ -51,6 +52,12 @@ std::vector<float> selected_logits_f32(const HeadCompactionInput& in, const std:
 /// (keys/values [t, d], beta [t]), d <= 0, n < 0, or Q / the head contain NaN or Inf.
 std::vector<float> compacted_attention_output(const CompactedHead& head, const float* queries,
                                               int n_queries, int head_dim);
+
+/// The same for a cache head (keys C1, beta, values C2 of a HeadCache). `log_mass` (optional)
+/// receives, per query, the log of the head's attention mass, log sum_i exp(s q.c_i + beta_i)
+/// [n] (the lse of the paper's evaluate_compaction). Same errors.
+std::vector<float> compacted_attention_output(const HeadCache& head, const float* queries, int n_queries,
+                                              int head_dim, std::vector<double>* log_mass = nullptr);
 
 /// Original (uncompacted) attention output softmax(s Q K^T) V: [n, d] row-major float.
 /// Same checks as compute_head_attention.

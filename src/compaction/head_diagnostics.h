@@ -26,9 +26,10 @@ struct HeadDiagnostics {
 
 /// Diagnostics of `compacted` (keys C1, beta, values C2 of the head, [t, d]) against the original
 /// head and test queries of `original` (keys, values [T, d], queries [n, d]; other fields unused).
-/// Original side in float32 GEMMs with double sums (compute_head_attention_f32), compacted side in
-/// double. n = 0 gives all-zero diagnostics. Throws Error for an empty compacted head with n > 0,
-/// shapes that disagree, or non-finite input (validate_head_input).
+/// Original side in float32 GEMMs with double sums (compute_head_attention_f32), compacted side by
+/// compacted_attention_output (double, with its log-mass). n = 0 gives all-zero diagnostics.
+/// Throws Error for an empty compacted head with n > 0, shapes that disagree, or non-finite input
+/// (validate_head_input, compacted_attention_output).
 HeadDiagnostics diagnose_head(const HeadCompactionInput& original, const HeadCache& compacted);
 
 }  // namespace kvcompact
