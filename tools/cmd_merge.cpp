@@ -30,6 +30,30 @@ std::string numbers_1(const std::vector<int>& units) {
 
 }  // namespace
 
+/// The merged table of a qa-eval or task-eval study folder (QaEvalMerge / TaskEvalMerge: study,
+/// result over the finished units, 0-based missing units): printed and, once complete, written
+/// to OUT/<stem>.csv/json; a partial merge says which `units` are missing and returns 2.
+template <class Merge, class Report>
+int report_unit_merge(const Merge& m, const std::string& out_dir, const char* stem, const char* units, bool as_json,
+                      Report report) {
+  std::vector<std::string> csv, json;
+  if (m.missing.empty()) csv = {out_dir + "/" + stem + ".csv"}, json = {out_dir + "/" + stem + ".json"};
+  std::vector<int> missing_1;
+  for (int u : m.missing) missing_1.push_back(u + 1);
+  report(m.result,
+         nlohmann::json{{"study", m.study.id},
+                        {"model", m.study.inputs.is_object() ? m.study.inputs.value("model", "") : ""},
+                        {"model_fingerprint", m.study.settings.value("model_fingerprint", "")},
+                        {std::string("missing_") + units, missing_1}},
+         csv, json, as_json);
+  if (m.missing.empty()) return 0;
+  std::fprintf(stderr,
+               "kvcompact: merge: %zu of %d %s missing (%s); the table above covers the finished ones "
+               "(%s.csv/json are written once the study is complete)\n",
+               m.missing.size(), m.study.units(), units, numbers_1(m.missing).c_str(), stem);
+  return 2;
+}
+
 Runner register_merge(CLI::App& app, CommonOptions& common) {
   struct Opts {
     std::vector<std::string> dirs;
@@ -61,44 +85,12 @@ Runner register_merge(CLI::App& app, CommonOptions& common) {
     if (kind != nullptr && kind->name != "influence" && o->dirs.size() != 1)
       throw Error(fmt::format("merge: {} is one folder (its shards share --out DIR)", kind->article));
     const std::string out_dir = o->out.empty() ? o->dirs[0] : o->out;
-    if (kind != nullptr && kind->name == "qa-eval") {
-      const QaEvalMerge m = merge_qa_eval(o->dirs[0]);
-      std::vector<std::string> csv, json;
-      if (m.missing.empty()) csv = {out_dir + "/qa_eval.csv"}, json = {out_dir + "/qa_eval.json"};
-      std::vector<int> missing_1;
-      for (int a : m.missing) missing_1.push_back(a + 1);
-      report_qa_eval(m.result,
-                     {{"study", m.study.id},
-                      {"model", m.study.inputs.is_object() ? m.study.inputs.value("model", "") : ""},
-                      {"model_fingerprint", m.study.settings.value("model_fingerprint", "")},
-                      {"missing_articles", missing_1}},
-                     csv, json, common.json);
-      if (m.missing.empty()) return 0;
-      std::fprintf(stderr,
-                   "kvcompact: merge: %zu of %d articles missing (%s); the table above covers the finished ones "
-                   "(qa_eval.csv/json are written once the study is complete)\n",
-                   m.missing.size(), m.study.units(), numbers_1(m.missing).c_str());
-      return 2;
-    }
-    if (kind != nullptr && kind->name == "task-eval") {
-      const TaskEvalMerge m = merge_task_eval(o->dirs[0]);
-      std::vector<std::string> csv, json;
-      if (m.missing.empty()) csv = {out_dir + "/task_eval.csv"}, json = {out_dir + "/task_eval.json"};
-      std::vector<int> missing_1;
-      for (int k : m.missing) missing_1.push_back(k + 1);
-      report_task_eval(m.result,
-                       {{"study", m.study.id},
-                        {"model", m.study.inputs.is_object() ? m.study.inputs.value("model", "") : ""},
-                        {"model_fingerprint", m.study.settings.value("model_fingerprint", "")},
-                        {"missing_items", missing_1}},
-                       csv, json, common.json);
-      if (m.missing.empty()) return 0;
-      std::fprintf(stderr,
-                   "kvcompact: merge: %zu of %d items missing (%s); the table above covers the finished ones "
-                   "(task_eval.csv/json are written once the study is complete)\n",
-                   m.missing.size(), m.study.units(), numbers_1(m.missing).c_str());
-      return 2;
-    }
+    if (kind != nullptr && kind->name == "qa-eval")
+      return report_unit_merge(merge_qa_eval(o->dirs[0]), out_dir, "qa_eval", "articles", common.json,
+                               report_qa_eval);
+    if (kind != nullptr && kind->name == "task-eval")
+      return report_unit_merge(merge_task_eval(o->dirs[0]), out_dir, "task_eval", "items", common.json,
+                               report_task_eval);
     if (kind != nullptr && kind->name == "budget-eval") {
       nlohmann::json header;
       const BudgetEvalResult r = merge_budget_eval(o->dirs[0], &header);
