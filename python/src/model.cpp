@@ -102,15 +102,6 @@ std::vector<int> token_ids(const Model& model, const py::object& tokens, const c
   }
 }
 
-/// The ids must be token ids of this model's vocabulary.
-void check_ids(const Model& model, const std::vector<int>& ids, const char* name) {
-  const int V = model.config.vocab_size;
-  for (std::size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] < 0 || ids[i] >= V)
-      throw py::value_error(std::string(name) + ": id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
-                            " is outside the vocabulary [0, " + std::to_string(V) + ")");
-}
-
 LogitsMode logits_mode(const std::string& s) {
   if (s == "all") return LogitsMode::All;
   if (s == "last") return LogitsMode::Last;
@@ -122,7 +113,6 @@ LogitsMode logits_mode(const std::string& s) {
 /// as numpy ([n, V], [V] or None).
 py::object run_forward(const PyModel& self, const std::vector<int>& ids, KVCache& cache, LogitsMode mode) {
   if (ids.empty()) throw py::value_error("ids: empty token list (need at least 1 id)");
-  check_ids(self.model(), ids, "ids");
   const int max_len = self.model().config.max_seq_len;
   if (max_len > 0 && cache.next_position + static_cast<long>(ids.size()) > max_len)
     log_line("kvcompact: warning: positions " + std::to_string(cache.next_position) + ".." +
@@ -214,7 +204,6 @@ PyCache compact(const PyModel& self, const py::object& context, std::optional<do
                 const py::object& progress, bool diagnostics, int chunk, const py::kwargs& options) {
   const Model& model = self.model();
   const std::vector<int> ids = token_ids(model, context, "context", true);
-  check_ids(model, ids, "context");
   if (ids.size() < 2) throw py::value_error("context: " + std::to_string(ids.size()) + " tokens (need at least 2)");
   if (ratio && budgets) throw py::value_error("give at most one of ratio and budgets");
   CompactionOptions co;
@@ -376,7 +365,6 @@ void bind_model(py::module_& m) {
       }, py::arg("ids"), py::arg("cache"), py::arg("logits") = "last")
       .def("nll", [](const PyModel& self, const std::vector<int>& ids) {
         if (ids.size() < 2) throw py::value_error("ids: " + std::to_string(ids.size()) + " ids (need at least 2)");
-        check_ids(self.model(), ids, "ids");
         py::gil_scoped_release release;
         return score_tokens(self.transformer(), ids).mean_nll();
       }, py::arg("ids"))
