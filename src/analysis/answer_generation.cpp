@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "analysis/answer_scoring.h"
 #include "analysis/perplexity.h"
 #include "core/error.h"
 
@@ -24,21 +25,35 @@ GeneratedAnswer generate_answer(const Model& model, const std::string& prompt, i
     throw Error(fmt::format("answer generation: max_new_tokens {} < 1", max_new_tokens));
   if (!model.tokenizer) throw Error(fmt::format("{}: model has no tokenizer", model.path));
   const Tokenizer& tok = *model.tokenizer;
-  GeneratedAnswer out;
   const std::vector<int> ids = tok.encode(prompt, true);
   if (ids.empty()) throw Error("answer generation: the prompt encodes to no tokens");
-  out.prompt_tokens = static_cast<int>(ids.size());
   Transformer tr(model.config, model.weights);
   KVCache cache = tr.make_cache();
   ForwardOptions o;
   o.logits = LogitsMode::Last;
   o.observer = observer;
-  std::vector<float> logits = tr.forward(ids, cache, o);
-  int prev = ids.back();
+  GeneratedAnswer out = decode_greedy(tr, tok, cache, tr.forward(ids, cache, o), ids.back(), max_new_tokens, stop,
+                                      observer);
+  out.prompt_tokens = static_cast<int>(ids.size());
+  return out;
+}
+
+GeneratedAnswer decode_greedy(const Transformer& transformer, const Tokenizer& tok, KVCache& cache,
+                              std::vector<float> logits, int prev, int max_new_tokens,
+                              const std::vector<std::string>& stop, ForwardObserver* observer) {
+  if (max_new_tokens < 1)
+    throw Error(fmt::format("answer generation: max_new_tokens {} < 1", max_new_tokens));
+  const int V = transformer.config().vocab_size;
+  if (logits.size() != static_cast<std::size_t>(V))
+    throw Error(fmt::format("answer generation: {} logits for a vocabulary of {}", logits.size(), V));
+  ForwardOptions o;
+  o.logits = LogitsMode::Last;
+  o.observer = observer;
+  GeneratedAnswer out;
   std::string text;
   for (int step = 0; step < max_new_tokens; ++step) {
     // Padded vocabulary rows past the tokenizer's ids are masked out.
-    const int next = argmax(logits.data(), std::min(model.config.vocab_size, tok.vocab_size()));
+    const int next = argmax(logits.data(), std::min(V, tok.vocab_size()));
     if (next == tok.eos_id() || next == tok.bos_id()) {
       out.stopped = true;
       break;
@@ -46,17 +61,15 @@ GeneratedAnswer generate_answer(const Model& model, const std::string& prompt, i
     out.tokens.push_back(next);
     text += tok.decode_token(prev, next);
     prev = next;
-    std::size_t cut = std::string::npos;
-    for (const std::string& s : stop)
-      if (!s.empty()) cut = std::min(cut, text.find(s));
-    if (cut != std::string::npos) {
-      text.resize(cut);
+    std::string cut = cut_at_stop(text, stop);
+    if (cut.size() < text.size()) {
+      text = std::move(cut);
       out.stopped = true;
       break;
     }
     if (step + 1 == max_new_tokens) break;
     const int one[1] = {next};
-    logits = tr.forward(one, cache, o);
+    logits = transformer.forward(one, cache, o);
   }
   out.text = std::move(text);
   return out;

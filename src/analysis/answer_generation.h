@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/kv_cache.h"
+#include "io/tokenizer.h"
 #include "model/model.h"
 #include "model/transformer.h"
 
@@ -26,6 +28,17 @@ struct GeneratedAnswer {
 GeneratedAnswer generate_answer(const Model& model, const std::string& prompt, int max_new_tokens,
                                 const std::vector<std::string>& stop,
                                 ForwardObserver* observer = nullptr);
+
+/// The decoding of generate_answer over a cache that already holds the prompt: `logits` [vocab]
+/// are those after `prev`, the last token fed. Decodes greedily (argmax over the tokenizer's ids,
+/// padded vocabulary rows masked out; ties to the lowest id), feeding each token to `cache`,
+/// until a stop string appears in the text (which is then cut before it: cut_at_stop of
+/// answer_scoring.h), EOS/BOS is produced,
+/// or max_new_tokens tokens were generated; prompt_tokens is left 0. Throws Error for
+/// max_new_tokens < 1 or logits of another size than the model vocabulary.
+GeneratedAnswer decode_greedy(const Transformer& transformer, const Tokenizer& tokenizer, KVCache& cache,
+                              std::vector<float> logits, int prev, int max_new_tokens,
+                              const std::vector<std::string>& stop, ForwardObserver* observer = nullptr);
 
 /// A prompt and its answer as one token sequence: ids = encode(prompt + answer', BOS), where
 /// answer' is the answer with a space put in front when the prompt ends in a non-space and the

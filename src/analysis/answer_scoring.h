@@ -48,6 +48,8 @@ double string_match_part(const std::string& prediction, const std::vector<std::s
 /// answer_correct(prediction, item.reference, item.answer_type). Throws as those.
 double item_score(const std::string& prediction, const TaskItem& item);
 
+/// `text` cut before the earliest occurrence of any non-empty stop string (unchanged when none
+/// occurs).
 std::string cut_at_stop(const std::string& text, const std::vector<std::string>& stop);
 
 }  // namespace kvcompact

@@ -80,31 +80,16 @@ std::string greedy_answer(const Transformer& transformer, const Tokenizer& token
                           std::span<const float> last_logits, int last_token, std::span<const int> question,
                           int max_new_tokens, const std::vector<std::string>& stop) {
   if (max_new_tokens < 1) throw Error(fmt::format("task-eval: max_new_tokens {} must be >= 1", max_new_tokens));
-  const int n_ids = tokenizer.vocab_size();
-  if (n_ids > transformer.config().vocab_size || last_logits.size() < static_cast<std::size_t>(n_ids))
+  if (tokenizer.vocab_size() > transformer.config().vocab_size)
     throw Error("task-eval: tokenizer larger than the model vocabulary");
-  ForwardOptions opt;
-  opt.logits = LogitsMode::Last;
   std::vector<float> logits(last_logits.begin(), last_logits.end());
-  int prev = last_token;
   if (!question.empty()) {
+    ForwardOptions opt;
+    opt.logits = LogitsMode::Last;
     logits = transformer.forward(question, cache, opt);
-    prev = question.back();
   }
-  const int bos = tokenizer.bos_id(), eos = tokenizer.eos_id();
-  std::string text;
-  for (int i = 0; i < max_new_tokens; ++i) {
-    const int next = argmax(logits.data(), n_ids);
-    if (next == bos || next == eos) break;
-    text += tokenizer.decode_token(prev, next);
-    prev = next;
-    bool stopped = false;
-    for (const std::string& s : stop)
-      if (!s.empty() && text.find(s) != std::string::npos) stopped = true;
-    if (stopped || i + 1 == max_new_tokens) break;
-    logits = transformer.forward(std::span<const int>(&next, 1), cache, opt);
-  }
-  return cut_at_stop(text, stop);
+  const int prev = question.empty() ? last_token : question.back();
+  return decode_greedy(transformer, tokenizer, cache, std::move(logits), prev, max_new_tokens, stop).text;
 }
 
 TaskEvalUnit evaluate_task_item(const Model& model, const Transformer& transformer, const TaskItem& item,

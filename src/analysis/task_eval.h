@@ -100,7 +100,8 @@ TaskEvalTokens tokenize_task_item(const Model& model, const TaskItem& item, cons
 /// last token `last_token`): `question` ids are fed in one prefill, then up to max_new_tokens
 /// tokens are taken by argmax (ties to the lowest id, over the tokenizer's ids), stopping at EOS or
 /// BOS (not appended) or as soon as the generated text holds one of `stop`. Returns the generated
-/// text cut at the first stop string (cut_at_stop). The cache ends holding the tokens fed.
+/// text cut at the first stop string (cut_at_stop). The cache ends holding the tokens fed. The
+/// decoding is decode_greedy (answer_generation.h).
 /// Gives the same text as generate_from_cache with a temperature-0 Sampler and then cut_at_stop.
 std::string greedy_answer(const Transformer& transformer, const Tokenizer& tokenizer, KVCache& cache,
                           std::span<const float> last_logits, int last_token, std::span<const int> question,
