@@ -119,6 +119,19 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
 # Recording the prefill's queries
 
 
+def queries_per_kv_head(q, n_kv_heads: int) -> np.ndarray:
+    """Queries [1, Hq, n, d] (torch) -> [Hkv, n * group, d] float32: KV head h gets query heads
+    h*G .. h*G+G-1, rows position-major then query head (the layout of kvcompact's
+    context_queries). ValueError for a batch size other than 1 or Hq not a multiple of Hkv."""
+    if q.shape[0] != 1:
+        raise ValueError(f"queries: batch size {q.shape[0]} (only 1 is supported)")
+    hq, n, d = q.shape[1], q.shape[2], q.shape[3]
+    if hq % n_kv_heads:
+        raise ValueError(f"queries: {hq} query heads are not a multiple of {n_kv_heads} KV heads")
+    g = hq // n_kv_heads
+    return q[0].reshape(n_kv_heads, g, n, d).permute(0, 2, 1, 3).reshape(n_kv_heads, n * g, d).float().cpu().numpy()
+
+
 class QueryRecorder:
     """The post-RoPE queries of every attention call while active, per layer: queries(l) is
     [1, Hq, n, d] (calls concatenated along n), scaling(l) the module's logit scale."""
@@ -150,18 +163,8 @@ class QueryRecorder:
         if sorted(self._q) != list(range(n_layers)):
             raise ValueError(f"queries: recorded layers {sorted(self._q)} do not cover the model's {n_layers} layers "
                              "(run the prefill inside record_queries(model))")
-        out = []
-        for l in range(n_layers):
-            q = self.queries(l)
-            if q.shape[0] != 1:
-                raise ValueError(f"queries: batch size {q.shape[0]} (only 1 is supported)")
-            hq, n, d = q.shape[1], q.shape[2], q.shape[3]
-            if hq % n_kv_heads:
-                raise ValueError(f"queries: {hq} query heads are not a multiple of {n_kv_heads} KV heads")
-            g = hq // n_kv_heads
-            out.append(q[0].reshape(n_kv_heads, g, n, d).permute(0, 2, 1, 3).reshape(n_kv_heads, n * g, d)
-                       .float().numpy())
-        return np.ascontiguousarray(np.stack(out))
+        return np.ascontiguousarray(np.stack([queries_per_kv_head(self.queries(l), n_kv_heads)
+                                              for l in range(n_layers)]))
 
 
 @contextlib.contextmanager

@@ -149,10 +149,10 @@ def layer_queries(module, hidden_states, position_embeddings):
 
 def per_kv_head(q, n_kv_heads: int) -> np.ndarray:
     """[1, Hq, T, d] -> [Hkv, T * group, d] float32 (KV head h: query heads h*G .. h*G+G-1,
-    position-major then query head)."""
-    _, hq, n, d = q.shape
-    g = hq // n_kv_heads
-    return q[0].reshape(n_kv_heads, g, n, d).permute(0, 2, 1, 3).reshape(n_kv_heads, n * g, d).float().cpu().numpy()
+    position-major then query head): kvcompact.hf.queries_per_kv_head."""
+    from .hf import queries_per_kv_head
+
+    return queries_per_kv_head(q, n_kv_heads)
 
 
 def kept_entries(T: int, compression_ratio: float) -> int:
