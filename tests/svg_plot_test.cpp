@@ -410,6 +410,36 @@ TEST(Figures, BudgetHeatmapAndFrontiers) {
   EXPECT_THROW(frontier_figure({}), Error);
 }
 
+// A side-by-side comparison: each method's kvcompact line solid, the peer's dashed, both in the
+// method's colour; bad points are refused.
+TEST(Figures, ComparisonSolidOwnDashedPeer) {
+  std::vector<ComparisonPoint> pts;
+  for (const char* m : {"SnapKV", "Knorm"})
+    for (bool peer : {false, true})
+      for (double r : {0.1, 0.5}) pts.push_back({m, peer, r, 50 + 10 * r + (peer ? 1 : 0), 3});
+  const std::string f = comparison_figure(pts, "RULER", "accuracy (x100)", "kvpress");
+  EXPECT_TRUE(well_formed(f));
+  EXPECT_EQ(count(f, "<path class=\"series\""), 4u);
+  EXPECT_EQ(count(f, "<circle class=\"marker\""), 8u);
+  EXPECT_NE(f.find(">SnapKV (kvpress)</text>"), std::string::npos);
+  EXPECT_NE(f.find(">Knorm (kvcompact)</text>"), std::string::npos);
+  EXPECT_NE(f.find(">accuracy (x100)</text>"), std::string::npos);
+  // Each method's colour is used by both of its lines.
+  EXPECT_EQ(count(f, "stroke-dasharray"), 4u);  // the two peer lines and their legend entries
+  EXPECT_GE(count(f, palette_color(0)), 2u);
+  EXPECT_GE(count(f, palette_color(1)), 2u);
+  auto dup = pts;
+  dup.push_back(pts[0]);
+  EXPECT_THROW(comparison_figure(dup, "t", "y", "kvpress"), Error);
+  auto bad = pts;
+  bad[1].sem = -1;
+  EXPECT_THROW(comparison_figure(bad, "t", "y", "kvpress"), Error);
+  bad = pts;
+  bad[2].ratio = 1.5;
+  EXPECT_THROW(comparison_figure(bad, "t", "y", "kvpress"), Error);
+  EXPECT_THROW(comparison_figure({}, "t", "y", "kvpress"), Error);
+}
+
 // Renders one of each figure to PNG (for a person to look at; not asserted beyond the signature).
 TEST(Figures, RenderPngs) {
   const std::string dir = tmp_dir("figures");

@@ -221,7 +221,7 @@ Runner register_plot(CLI::App& app, CommonOptions& common) {
     std::string input, out, band = "sem", heads;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("plot", "redraw a figure from its JSON (influence curves, budgets or budget-eval points)");
+  auto* cmd = app.add_subcommand("plot", "redraw a figure from its JSON (influence curves, budgets, budget-eval points, mask-eval or a peer comparison)");
   cmd->add_option("input", o->input, "influence.json, a budgets JSON file, budget-eval --out-json or mask_eval.json")->required();
   cmd->add_option("-o,--out", o->out, "figure file (.svg or .png)")->required();
   cmd->add_option("--band", o->band, "influence: sem, std or none");
@@ -241,6 +241,21 @@ Runner register_plot(CLI::App& app, CommonOptions& common) {
       }
       svg = frontier_figure(points);
       kind = "budget frontier";
+    } else if (j.value("kind", "") == "comparison") {  // written by scripts/compare_kvpress*.py
+      std::vector<ComparisonPoint> points;
+      std::string title, y_title, peer;
+      try {
+        title = j.at("title").get<std::string>();
+        y_title = j.at("y_title").get<std::string>();
+        peer = j.value("peer", std::string("peer"));
+        for (const auto& p : j.at("points"))
+          points.push_back({p.at("method").get<std::string>(), p.at("peer").get<bool>(), p.at("ratio").get<double>(),
+                            p.at("mean").get<double>(), p.at("sem").get<double>()});
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(fmt::format("{}: {}", o->input, e.what()));
+      }
+      svg = comparison_figure(points, title, y_title, peer);
+      kind = "comparison";
     } else if (j.value("kind", "") == "mask-eval") {  // written by mask-eval (DIR/mask_eval.json)
       svg = mask_eval_figure(mask_eval_from_json(j, o->input));
       kind = "head masking";

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 #include "analysis/compact_eval.h"
 #include "core/error.h"
@@ -144,6 +145,58 @@ std::string frontier_figure(const std::vector<FrontierPoint>& points) {
 
 std::string method_frontier_figure(const std::vector<FrontierPoint>& points) {
   return frontier_plot(points, "Compaction methods: quality vs cache size", "keep ratio (fraction of original keys)");
+}
+
+std::string comparison_figure(const std::vector<ComparisonPoint>& points, const std::string& title,
+                              const std::string& y_title, const std::string& peer_name) {
+  if (points.empty()) throw Error(fmt::format("{}: no points", title));
+  std::vector<std::string> methods;  // colour order: first appearance
+  std::vector<std::pair<std::string, bool>> lines;
+  std::set<std::tuple<std::string, bool, double>> seen;
+  for (const auto& q : points) {
+    const std::string what = fmt::format("{}: {} ({}) at ratio {}", title, q.method, q.peer ? peer_name : "kvcompact", q.ratio);
+    if (!std::isfinite(q.ratio) || q.ratio <= 0 || q.ratio > 1)
+      throw Error(fmt::format("{}: ratio must be in (0, 1]", what));
+    if (!std::isfinite(q.mean)) throw Error(fmt::format("{}: mean is not finite", what));
+    if (!std::isfinite(q.sem) || q.sem < 0) throw Error(fmt::format("{}: SEM must be finite and >= 0", what));
+    if (!seen.insert({q.method, q.peer, q.ratio}).second) throw Error(fmt::format("{}: listed twice", what));
+    if (std::find(methods.begin(), methods.end(), q.method) == methods.end()) methods.push_back(q.method);
+    if (std::find(lines.begin(), lines.end(), std::pair{q.method, q.peer}) == lines.end()) lines.push_back({q.method, q.peer});
+  }
+  LinePlot p;
+  p.title = title;
+  p.x.title = "keep ratio (fraction of original keys)";
+  p.x.scale = AxisScale::Log10;
+  double rmin = 1, rmax = 0;
+  for (const auto& q : points) {
+    rmin = std::min(rmin, q.ratio);
+    rmax = std::max(rmax, q.ratio);
+  }
+  p.x.min = rmin / 1.25;
+  p.x.max = rmax * 1.25;
+  p.y.title = y_title;
+  p.zero_line = true;
+  p.layout.width = 900;
+  for (const auto& [method, peer] : lines) {
+    std::vector<ComparisonPoint> pts;
+    for (const auto& q : points)
+      if (q.method == method && q.peer == peer) pts.push_back(q);
+    std::sort(pts.begin(), pts.end(), [](const auto& a, const auto& b) { return a.ratio < b.ratio; });
+    PlotSeries s;
+    s.label = fmt::format("{} ({})", method, peer ? peer_name : "kvcompact");
+    s.markers = true;
+    s.style = peer ? LineStyle::Dashed : LineStyle::Solid;
+    const auto idx = static_cast<std::size_t>(std::find(methods.begin(), methods.end(), method) - methods.begin());
+    s.color = palette_color(idx);
+    for (const auto& q : pts) {
+      s.x.push_back(q.ratio);
+      s.y.push_back(q.mean);
+      s.band_lo.push_back(q.mean - q.sem);
+      s.band_hi.push_back(q.mean + q.sem);
+    }
+    p.series.push_back(std::move(s));
+  }
+  return render_line_plot(p);
 }
 
 std::vector<FrontierPoint> frontier_points(const std::vector<CompactEvalRow>& rows) {

@@ -52,6 +52,24 @@ std::string frontier_figure(const std::vector<FrontierPoint>& points);
 /// quality vs cache size", log10 x "keep ratio (fraction of original keys)". Same errors.
 std::string method_frontier_figure(const std::vector<FrontierPoint>& points);
 
+/// One point of a side-by-side comparison: `method` (the colour), `peer` (false = kvcompact's
+/// own run, drawn solid; true = the peer's, e.g. kvpress, drawn dashed), a keep ratio in (0, 1]
+/// and the mean and SEM over contexts of the score (any unit; y_title names it).
+struct ComparisonPoint {
+  std::string method;
+  bool peer = false;
+  double ratio = 0;
+  double mean = 0;
+  double sem = 0;
+};
+
+/// Score vs keep ratio, one line per (method, side): kvcompact solid, the peer dashed in the same
+/// colour, labels "<method> (kvcompact)" / "<method> (<peer_name>)", shaded mean -/+ SEM bands,
+/// log10 x axis "keep ratio (fraction of original keys)". Used by scripts/compare_kvpress*.py
+/// through `kvcompact plot` (JSON kind "comparison"). Same errors as frontier_figure.
+std::string comparison_figure(const std::vector<ComparisonPoint>& points, const std::string& title,
+                              const std::string& y_title, const std::string& peer_name);
+
 /// Converts compact-eval rows (method, ratio, delta_nll_mean, delta_nll_sem) to frontier points.
 std::vector<FrontierPoint> frontier_points(const std::vector<CompactEvalRow>& rows);
 
