@@ -37,6 +37,7 @@ nltk, ...) are stubbed so that evaluate_registry imports; using one of those sco
 import argparse
 import json
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -198,12 +199,16 @@ def main():
 
     kv_evaluate.load_dataset = load_dataset
 
+    # ObservedAttentionPress scores on the attention weights, which only eager attention returns
+    # (kvpress's evaluate.py loads the model the same way for it).
+    eager = any("observed" in p for p in args.presses.split(","))
+    akw = dict(attn_implementation="eager") if eager else {}
     if args.model.suffix == ".gguf":
-        mkw = dict(gguf_file=args.model.name, dtype=torch.float32)
+        mkw = dict(gguf_file=args.model.name, dtype=torch.float32, **akw)
         model = AutoModelForCausalLM.from_pretrained(str(args.model.parent), **mkw).eval()
         tok = AutoTokenizer.from_pretrained(str(args.model.parent), gguf_file=args.model.name)
     else:
-        model = AutoModelForCausalLM.from_pretrained(str(args.model), dtype=torch.float32).eval()
+        model = AutoModelForCausalLM.from_pretrained(str(args.model), dtype=torch.float32, **akw).eval()
         tok = AutoTokenizer.from_pretrained(str(args.model))
     pipe = pipeline("kv-press-text-generation", model=model, tokenizer=tok, device="cpu")
 
@@ -230,7 +235,10 @@ def main():
             runner._setup_press()
             runner._setup_model_pipeline()
             runner._load_and_prepare_dataset()
+            t0 = time.perf_counter()
             runner._run_inference()
+            (out_dir / "seconds.json").write_text(json.dumps(
+                {"inference_s": time.perf_counter() - t0, "items": len(runner.df)}))  # prefill + press + generation
             runner._save_results(out_dir / "predictions.csv")
             runner._calculate_and_save_metrics(out_dir / "metrics.json")
             metrics = json.loads((out_dir / "metrics.json").read_text())
