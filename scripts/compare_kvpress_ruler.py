@@ -29,11 +29,13 @@ A method or item that fails stops the run; nothing is dropped silently.
 import argparse
 import csv
 import json
-import math
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare_kvpress import mean_sem  # noqa: E402  (mean and SEM over contexts, shared with the delta-NLL comparison)
 
 # (kvpress PRESS_REGISTRY name, kvcompact method spec, label). kvpress's registry entry
 # "expected_attention" is AdaKV(ExpectedAttention(epsilon=1e-2)); kvcompact's pair is adakv over
@@ -54,14 +56,6 @@ ROOT = Path(__file__).resolve().parent.parent
 def fail(msg):
     print(f"compare_kvpress_ruler: error: {msg}", file=sys.stderr)
     sys.exit(1)
-
-
-def mean_sem(xs):
-    n = len(xs)
-    m = sum(xs) / n
-    if n < 2:
-        return m, 0.0
-    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1) / n)
 
 
 def ruler_recall(pred, refs):

@@ -424,8 +424,8 @@ TEST(Figures, ComparisonSolidOwnDashedPeer) {
   EXPECT_NE(f.find(">SnapKV (kvpress)</text>"), std::string::npos);
   EXPECT_NE(f.find(">Knorm (kvcompact)</text>"), std::string::npos);
   EXPECT_NE(f.find(">accuracy (x100)</text>"), std::string::npos);
-  // Each method's colour is used by both of its lines.
   EXPECT_EQ(count(f, "stroke-dasharray"), 4u);  // the two peer lines and their legend entries
+  // Each method's colour is used by both of its lines.
   EXPECT_GE(count(f, palette_color(0)), 2u);
   EXPECT_GE(count(f, palette_color(1)), 2u);
   auto dup = pts;

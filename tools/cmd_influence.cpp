@@ -222,7 +222,7 @@ Runner register_plot(CLI::App& app, CommonOptions& common) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("plot", "redraw a figure from its JSON (influence curves, budgets, budget-eval points, mask-eval or a peer comparison)");
-  cmd->add_option("input", o->input, "influence.json, a budgets JSON file, budget-eval --out-json or mask_eval.json")->required();
+  cmd->add_option("input", o->input, "influence.json, a budgets JSON file, budget-eval --out-json, mask_eval.json or a comparison JSON (scripts/compare_kvpress_ruler.py)")->required();
   cmd->add_option("-o,--out", o->out, "figure file (.svg or .png)")->required();
   cmd->add_option("--band", o->band, "influence: sem, std or none");
   cmd->add_option("--heads", o->heads, "influence: heads to show (default all)");

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <set>
 #include <tuple>
@@ -90,6 +91,32 @@ std::string budget_heatmap(const BudgetSchedule& schedule) {
 
 namespace {
 
+/// Log10 keep-ratio x axis over [min ratio / 1.25, max ratio * 1.25] (a margin so that the end
+/// markers are not cut by the frame). ratios: non-empty, each in (0, 1].
+void set_ratio_axis(LinePlot& p, const std::vector<double>& ratios, const std::string& x_title) {
+  p.x.title = x_title;
+  p.x.scale = AxisScale::Log10;
+  const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+  p.x.min = *lo / 1.25;
+  p.x.max = *hi * 1.25;
+}
+
+/// A line with markers through (ratio, mean) sorted by ratio, with a mean -/+ sem band.
+/// pts: (ratio, mean, sem) triples.
+PlotSeries banded_ratio_series(const std::string& label, std::vector<std::array<double, 3>> pts) {
+  std::sort(pts.begin(), pts.end(), [](const auto& a, const auto& b) { return a[0] < b[0]; });
+  PlotSeries s;
+  s.label = label;
+  s.markers = true;
+  for (const auto& [r, m, e] : pts) {
+    s.x.push_back(r);
+    s.y.push_back(m);
+    s.band_lo.push_back(m - e);
+    s.band_hi.push_back(m + e);
+  }
+  return s;
+}
+
 std::string frontier_plot(const std::vector<FrontierPoint>& points, const std::string& title,
                           const std::string& x_title) {
   if (points.empty()) throw Error(fmt::format("{}: no points", title));
@@ -107,32 +134,16 @@ std::string frontier_plot(const std::vector<FrontierPoint>& points, const std::s
   }
   LinePlot p;
   p.title = title;
-  p.x.title = x_title;
-  p.x.scale = AxisScale::Log10;
-  double rmin = 1, rmax = 0;
-  for (const auto& q : points) {
-    rmin = std::min(rmin, q.ratio);
-    rmax = std::max(rmax, q.ratio);
-  }
-  p.x.min = rmin / 1.25;  // a margin so that the end markers are not cut by the frame
-  p.x.max = rmax * 1.25;
+  std::vector<double> ratios;
+  for (const auto& q : points) ratios.push_back(q.ratio);
+  set_ratio_axis(p, ratios, x_title);
   p.y.title = "delta log(perplexity) (nats/token)";
   p.zero_line = true;
   for (const auto& name : order) {
-    std::vector<FrontierPoint> pts;
+    std::vector<std::array<double, 3>> pts;
     for (const auto& q : points)
-      if (q.series == name) pts.push_back(q);
-    std::sort(pts.begin(), pts.end(), [](const auto& a, const auto& b) { return a.ratio < b.ratio; });
-    PlotSeries s;
-    s.label = name;
-    s.markers = true;
-    for (const auto& q : pts) {
-      s.x.push_back(q.ratio);
-      s.y.push_back(q.delta_mean);
-      s.band_lo.push_back(q.delta_mean - q.delta_sem);
-      s.band_hi.push_back(q.delta_mean + q.delta_sem);
-    }
-    p.series.push_back(std::move(s));
+      if (q.series == name) pts.push_back({q.ratio, q.delta_mean, q.delta_sem});
+    p.series.push_back(banded_ratio_series(name, std::move(pts)));
   }
   return render_line_plot(p);
 }
@@ -165,35 +176,20 @@ std::string comparison_figure(const std::vector<ComparisonPoint>& points, const 
   }
   LinePlot p;
   p.title = title;
-  p.x.title = "keep ratio (fraction of original keys)";
-  p.x.scale = AxisScale::Log10;
-  double rmin = 1, rmax = 0;
-  for (const auto& q : points) {
-    rmin = std::min(rmin, q.ratio);
-    rmax = std::max(rmax, q.ratio);
-  }
-  p.x.min = rmin / 1.25;
-  p.x.max = rmax * 1.25;
+  std::vector<double> ratios;
+  for (const auto& q : points) ratios.push_back(q.ratio);
+  set_ratio_axis(p, ratios, "keep ratio (fraction of original keys)");
   p.y.title = y_title;
   p.zero_line = true;
   p.layout.width = 900;
   for (const auto& [method, peer] : lines) {
-    std::vector<ComparisonPoint> pts;
+    std::vector<std::array<double, 3>> pts;
     for (const auto& q : points)
-      if (q.method == method && q.peer == peer) pts.push_back(q);
-    std::sort(pts.begin(), pts.end(), [](const auto& a, const auto& b) { return a.ratio < b.ratio; });
-    PlotSeries s;
-    s.label = fmt::format("{} ({})", method, peer ? peer_name : "kvcompact");
-    s.markers = true;
+      if (q.method == method && q.peer == peer) pts.push_back({q.ratio, q.mean, q.sem});
+    PlotSeries s = banded_ratio_series(fmt::format("{} ({})", method, peer ? peer_name : "kvcompact"), std::move(pts));
     s.style = peer ? LineStyle::Dashed : LineStyle::Solid;
     const auto idx = static_cast<std::size_t>(std::find(methods.begin(), methods.end(), method) - methods.begin());
     s.color = palette_color(idx);
-    for (const auto& q : pts) {
-      s.x.push_back(q.ratio);
-      s.y.push_back(q.mean);
-      s.band_lo.push_back(q.mean - q.sem);
-      s.band_hi.push_back(q.mean + q.sem);
-    }
     p.series.push_back(std::move(s));
   }
   return render_line_plot(p);
