@@ -124,17 +124,30 @@ def main():
     rows = []
     for f in files:
         name = f.stem[len("ruler_"):] if f.stem.startswith("ruler_") else f.stem
-        total = sum(1 for line in f.open() if line.strip())
+        lines = [line for line in f.open() if line.strip()]
+        total = len(lines)
         n = min(args.n, total)
+        # Both sides read the same n items from one file. kvpress's --fraction would draw a random
+        # sample (df.sample(random_state=seed)), not the items task-eval --n takes; and `kvcompact
+        # tasks` spreads the needle depth evenly over a file's items in order, so the first n would
+        # all have shallow needles. Take n evenly spaced items instead.
+        picks = sorted({round(i * (total - 1) / max(n - 1, 1)) for i in range(n)}) if n > 1 else [0]
+        subset = args.out / f"items_{name}.jsonl"
+        subset_text = "".join(lines[i] if lines[i].endswith("\n") else lines[i] + "\n" for i in picks)
+        if not subset.exists() or subset.read_text() != subset_text:
+            tmp = subset.with_suffix(".tmp")
+            tmp.write_text(subset_text)
+            tmp.replace(subset)
+        item_ids = [json.loads(lines[i]).get("id") for i in picks]
         kvc_json = args.out / f"kvc_{name}.json"
         if not kvc_json.exists():
             methods = ",".join([m for m, _ in KVCOMPACT_ONLY] + [spec for _, spec, _ in PAIRS])
-            run([str(args.kvcompact), "task-eval", "--model", str(args.model), "--tasks", str(f), "--n", str(n),
+            run([str(args.kvcompact), "task-eval", "--model", str(args.model), "--tasks", str(subset), "--n", str(n),
                  "--threads", str(args.threads), "--methods", methods, "--ratios", ",".join(map(str, ratios)),
                  "--out-json", str(kvc_json)], args.out / f"kvc_{name}.log")
         kvc = json.loads(kvc_json.read_text())
-        if kvc["items"] != n:
-            fail(f"{kvc_json}: {kvc['items']} items, expected {n} (remove it to rerun)")
+        if kvc["items"] != n or [u.get("id") for u in kvc["per_item"]] != item_ids:
+            fail(f"{kvc_json}: its items are not the {n} of {subset} (remove it to rerun)")
         kvc_rows = {(r["method"], round(r["ratio"], 6)): r for r in kvc["rows"]}
         kvp_dir = args.out / f"kvp_{name}"
         conds = [(press, spec, label, r) for press, spec, label in [("no_press", "full", "full")] + PAIRS
@@ -148,7 +161,7 @@ def main():
                 continue
             crs = sorted({round(1.0 - c[3], 6) for c in missing if c[0] in group and c[0] != "no_press"})
             run([args.python, str(ROOT / "scripts" / "kvpress_eval.py"), "--kvpress-repo", str(args.kvpress_repo),
-                 "--data", str(f), "--model", str(args.model), "--fraction", str(n / total), "--threads",
+                 "--data", str(subset), "--model", str(args.model), "--fraction", "1", "--threads",
                  str(args.threads), "--presses", ",".join(group), "--ratios",
                  ",".join(map(str, crs or [round(1.0 - ratios[0], 6)])), "--output-dir", str(kvp_dir)],
                 args.out / f"kvp_{name}_{group[0]}.log", env)
@@ -158,6 +171,8 @@ def main():
             preds = list(csv.DictReader((pdir / "predictions.csv").open()))
             if len(preds) != n:
                 fail(f"{pdir}/predictions.csv: {len(preds)} items, expected {n}")
+            if "id" in preds[0] and sorted(p["id"] for p in preds) != sorted(str(i) for i in item_ids):
+                fail(f"{pdir}/predictions.csv: its items are not those of {subset} (remove {kvp_dir} to rerun)")
             scores = [100 * ruler_recall(p["predicted_answer"], parse_refs(p["answer"])) for p in preds]
             pm, ps = mean_sem(scores)
             metric = json.loads((pdir / "metrics.json").read_text())
