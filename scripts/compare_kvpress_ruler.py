@@ -53,6 +53,13 @@ KVCOMPACT_ONLY = [("am", "AM (repeat queries)")]
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def write_atomic(path, text):
+    """Writes text to path through a temporary file beside it, so a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
 def fail(msg):
     print(f"compare_kvpress_ruler: error: {msg}", file=sys.stderr)
     sys.exit(1)
@@ -131,13 +138,11 @@ def main():
         # sample (df.sample(random_state=seed)), not the items task-eval --n takes; and `kvcompact
         # tasks` spreads the needle depth evenly over a file's items in order, so the first n would
         # all have shallow needles. Take n evenly spaced items instead.
-        picks = sorted({round(i * (total - 1) / max(n - 1, 1)) for i in range(n)}) if n > 1 else [0]
+        picks = sorted({round(i * (total - 1) / max(n - 1, 1)) for i in range(n)})
         subset = args.out / f"items_{name}.jsonl"
         subset_text = "".join(lines[i] if lines[i].endswith("\n") else lines[i] + "\n" for i in picks)
         if not subset.exists() or subset.read_text() != subset_text:
-            tmp = subset.with_suffix(".tmp")
-            tmp.write_text(subset_text)
-            tmp.replace(subset)
+            write_atomic(subset, subset_text)
         item_ids = [json.loads(lines[i]).get("id") for i in picks]
         kvc_json = args.out / f"kvc_{name}.json"
         if not kvc_json.exists():
@@ -211,9 +216,7 @@ def main():
                      f"{r['kvcompact_sem']:.1f} | {kp} | {diff} | {r['kvcompact_compaction_s']:.3f} | {t} |")
     table = "\n".join(lines)
     print(table)
-    tmp = args.out / "ruler_vs_kvpress.json.tmp"
-    tmp.write_text(json.dumps({"model": str(args.model), "rows": rows}, indent=1))
-    tmp.replace(args.out / "ruler_vs_kvpress.json")
+    write_atomic(args.out / "ruler_vs_kvpress.json", json.dumps({"model": str(args.model), "rows": rows}, indent=1))
     (args.out / "ruler_vs_kvpress.md").write_text(table + "\n")
 
     for name in dict.fromkeys(r["task"] for r in rows):
