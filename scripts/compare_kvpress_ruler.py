@@ -7,15 +7,16 @@ same model, the same task items and the same keep ratios, in one run.
       --ratios 0.1,0.5 --out results/ruler_vs_kvpress [--threads 2]
 
 For every task file (made by `kvcompact tasks --family ruler_<task> --context-tokens L`):
-1. kvcompact's side: `kvcompact task-eval --out-json OUT/kvc_<name>.json` on its first N items
-   with the methods of PAIRS (kvcompact's own versions of the presses) plus Attention Matching
-   ("am", repeat-prefill reference queries); the context span is compacted, the question fed
-   verbatim, the greedy answer scored by RULER's recall (string_match_all).
+1. kvcompact's side: `kvcompact task-eval --out-json OUT/kvc_<name>.json` on N evenly spaced
+   items (written to OUT/items_<name>.jsonl, the one file both sides read) with the methods of
+   PAIRS (kvcompact's own versions of the presses) plus Attention Matching ("am", repeat-prefill
+   reference queries); the context span is compacted, the question fed verbatim, the greedy
+   answer scored by RULER's recall (string_match_all).
 2. kvpress's side: scripts/kvpress_eval.py (kvpress's own EvaluationRunner, pipeline and RULER
-   scorer from the kvpress repository) on the same file and the same first N items
-   (--fraction N/len), each press at compression_ratio = 1 - r; per-item scores are recomputed
-   from its predictions.csv with the scorer's formula (for the SEM) and checked against its
-   metrics.json mean.
+   scorer from the kvpress repository) on the same item file, each press at compression_ratio
+   1 - r (given as 1 - r - 1e-12, kvpress_eval.py --align-keep, so that both sides keep
+   floor(r * T) entries); per-item scores are recomputed from its predictions.csv with the
+   scorer's formula (for the SEM) and checked against its metrics.json mean.
 3. Prints one markdown row per (task, method, ratio): kvcompact's score +- SEM, kvpress's score +-
    SEM, the difference (flagged `*` when it exceeds the larger SEM), and the time per context of
    each side (kvcompact: compaction; kvpress: its whole inference call, prefill + press +
@@ -39,13 +40,13 @@ from compare_kvpress import mean_sem  # noqa: E402  (mean and SEM over contexts,
 
 # (kvpress PRESS_REGISTRY name, kvcompact method spec, label). kvpress's registry entry
 # "expected_attention" is AdaKV(ExpectedAttention(epsilon=1e-2)); kvcompact's pair is adakv over
-# expected attention scores.
+# expected attention scores with the same epsilon.
 PAIRS = [
     ("snapkv", "snapkv:window=64", "SnapKV"),
     ("streaming_llm", "streaming", "StreamingLLM"),
     ("knorm", "knorm", "Knorm"),
     ("tova", "tova", "TOVA"),
-    ("expected_attention", "expected", "ExpectedAttention"),
+    ("expected_attention", "adakv:scorer=expected,eps=0.01", "AdaKV(ExpectedAttention)"),
     ("observed_attention", "observed", "ObservedAttention"),
     ("adakv_snapkv", "adakv", "AdaKV(SnapKV)"),
 ]
@@ -167,7 +168,7 @@ def main():
             crs = sorted({round(1.0 - c[3], 6) for c in missing if c[0] in group and c[0] != "no_press"})
             run([args.python, str(ROOT / "scripts" / "kvpress_eval.py"), "--kvpress-repo", str(args.kvpress_repo),
                  "--data", str(subset), "--model", str(args.model), "--fraction", "1", "--threads",
-                 str(args.threads), "--presses", ",".join(group), "--ratios",
+                 str(args.threads), "--align-keep", "--presses", ",".join(group), "--ratios",
                  ",".join(map(str, crs or [round(1.0 - ratios[0], 6)])), "--output-dir", str(kvp_dir)],
                 args.out / f"kvp_{name}_{group[0]}.log", env)
         for press, spec, label, r in conds:

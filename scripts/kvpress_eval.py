@@ -30,6 +30,11 @@ usage:
 --model: a GGUF file (loaded with gguf_file=, float32, tokenizer from the GGUF) or a Hugging
   Face folder / hub-free path.
 --scorer: a key of kvpress's SCORER_REGISTRY (default ruler).
+--align-keep: kvpress keeps int(T * (1 - cr)) entries; at cr = 0.9 that is 99 of T = 1000
+  (1 - 0.9 = 0.0999...98 in floating point) where kvcompact's keep ratio 0.1 keeps
+  floor(0.1 * T + 1e-9) = 100. With --align-keep kvpress gets cr - 1e-12, so that both keep the
+  same count for every T < 10^6 and ratios with at most 6 decimals; output folders keep the
+  name <press>_<cr>.
 
 Missing optional scorer dependencies of kvpress's other benchmarks (jieba, rouge, fuzzywuzzy,
 nltk, ...) are stubbed so that evaluate_registry imports; using one of those scorers then raises.
@@ -161,6 +166,8 @@ def main():
     ap.add_argument("--output-dir", type=Path, default=Path("/tmp/kvpress_eval"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", action="store_true", help="also print the table as JSON")
+    ap.add_argument("--align-keep", action="store_true",
+                    help="give kvpress cr - 1e-12 so it keeps kvcompact's floor(r * T) entries")
     args = ap.parse_args()
     if not args.data.exists():
         sys.exit(f"--data: {args.data} does not exist")
@@ -226,7 +233,8 @@ def main():
             reg = f"{name}"
             kv_evaluate.PRESS_REGISTRY[reg] = press
             cfg = kv_evaluate.EvaluationConfig(
-                dataset=local_name, model=str(args.model), device="cpu", press_name=reg, compression_ratio=r,
+                dataset=local_name, model=str(args.model), device="cpu", press_name=reg,
+                compression_ratio=r - 1e-12 if args.align_keep and r > 0 else r,
                 fraction=args.fraction, max_new_tokens=args.max_new_tokens,
                 max_context_length=args.max_context_length, output_dir=str(args.output_dir), log_level="WARNING")
             runner = LocalRunner(cfg)

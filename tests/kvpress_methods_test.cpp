@@ -1,7 +1,8 @@
 // kvcompact's versions of kvpress's presses against kvpress 0.5.5 itself (NVIDIA's code, run as
 // installed in .venv by tests/ref/kvpress_scores.py on random keys, values and queries): the
 // scores of Knorm, SnapKV, TOVA, ObservedAttention and ExpectedAttention, and the kept indices of
-// those and of AdaKV(SnapKV), must equal kvpress's (scores to 1e-5 relative; ExpectedAttention,
+// those and of AdaKV over SnapKV and over ExpectedAttention(epsilon=1e-2) (kvpress's registry
+// entry "expected_attention"), must equal kvpress's (scores to 1e-5 relative; ExpectedAttention,
 // which un-rotates the queries, to 1e-4).
 #include <gtest/gtest.h>
 
@@ -28,9 +29,9 @@ namespace {
 
 using nlohmann::json;
 
-std::string fmt_args(int seed, int T, int d, int H, int g, int window, int keep) {
+std::string fmt_args(int seed, int T, int d, int H, int g, int window, int keep, int vscale) {
   std::string s;
-  for (int x : {seed, T, d, H, g, window, keep}) s += std::to_string(x) + " ";
+  for (int x : {seed, T, d, H, g, window, keep, vscale}) s += std::to_string(x) + " ";
   return s;
 }
 
@@ -61,11 +62,11 @@ struct Case {
   }
 };
 
-Case load_case(int seed, int T, int d, int H, int g, int window, int keep) {
+Case load_case(int seed, int T, int d, int H, int g, int window, int keep, int vscale) {
   std::filesystem::create_directories(KVC_TEST_TMP);
   const std::string out = std::string(KVC_TEST_TMP) + "/kvpress_" + std::to_string(::getpid()) + "_" +
                           std::to_string(seed) + ".json";
-  const std::string args = fmt_args(seed, T, d, H, g, window, keep);
+  const std::string args = fmt_args(seed, T, d, H, g, window, keep, vscale);
   EXPECT_EQ(testing::run_python_ref("kvpress_scores.py", args, out), 0) << testing::slurp(out + ".log");
   Case c;
   c.j = json::parse(testing::slurp(out));
@@ -95,9 +96,11 @@ class KvpressMethods : public ::testing::TestWithParam<std::vector<int>> {};
 TEST_P(KvpressMethods, ScoresAndKeptIndicesEqualKvpress) {
   ASSERT_TRUE(testing::python_ready("torch transformers kvpress"));
   const std::vector<int> p = GetParam();
-  const Case c = load_case(p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
+  const Case c = load_case(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
   const std::size_t T = static_cast<std::size_t>(c.T);
-  std::vector<std::vector<double>> tova_heads, ada_heads;
+  std::vector<std::vector<double>> tova_heads, ada_heads, ada_expected_heads;
+  ExpectedAttentionOptions eo_ada;
+  eo_ada.epsilon = 1e-2;
   for (int h = 0; h < c.H; ++h) {
     const HeadCompactionInput in = c.input(h);
     const std::string head = "head " + std::to_string(h);
@@ -118,6 +121,9 @@ TEST_P(KvpressMethods, ScoresAndKeptIndicesEqualKvpress) {
     for (int j = 0; j < eo.n_sink; ++j)
       EXPECT_GT(ea[static_cast<std::size_t>(j)], *std::max_element(ea.begin() + eo.n_sink, ea.end()));
     EXPECT_EQ(compact_expected_attention(in, c.keep, eo).selected, c.kept("expected", h)) << head;
+    ada_expected_heads.push_back(expected_attention_scores(in, eo_ada));
+    expect_close(ada_expected_heads.back(), c.scores("adakv_expected", h), 1e-4, T, "adakv expected " + head,
+                 static_cast<std::size_t>(eo.n_sink));
 
     // SnapKV: kvpress's window-mean votes (prefix) equal snapkv_press_scores; with keep > window
     // both keep the window plus the same top prefix keys.
@@ -138,25 +144,39 @@ TEST_P(KvpressMethods, ScoresAndKeptIndicesEqualKvpress) {
   const auto tova_sel = layer_scoped_select(tova_spec, tova_heads, std::vector<int>(c.H, c.keep));
   MethodSpec ada_spec = parse_method_spec(fmt_spec(c.window));
   const auto ada_sel = layer_scoped_select(ada_spec, ada_heads, std::vector<int>(c.H, c.keep));
-  int total = 0;
+  // The sinks rank first across the layer (kvpress pads them with the layer's max + 1), also when
+  // the safeguard floor(0.2 * keep) is below n_sink and one head's scores dwarf the others' (case 3).
+  MethodSpec ada_expected_spec = parse_method_spec("adakv:scorer=expected,eps=0.01");
+  const auto ada_expected_sel = layer_scoped_select(ada_expected_spec, ada_expected_heads, std::vector<int>(c.H, c.keep));
+  int total = 0, total_expected = 0;
   for (int h = 0; h < c.H; ++h) {
     EXPECT_EQ(tova_sel[h], c.kept("tova", h)) << "tova head " << h;
     EXPECT_EQ(ada_sel[h], c.kept("adakv", h)) << "adakv head " << h;
+    EXPECT_EQ(ada_expected_sel[h], c.kept("adakv_expected", h)) << "adakv expected head " << h;
     total += static_cast<int>(ada_sel[h].size());
+    total_expected += static_cast<int>(ada_expected_sel[h].size());
   }
   EXPECT_EQ(total, c.H * c.keep);
+  EXPECT_EQ(total_expected, c.H * c.keep);
 }
 
 INSTANTIATE_TEST_SUITE_P(RandomHeads, KvpressMethods,
-                         ::testing::Values(std::vector<int>{1, 96, 16, 2, 3, 8, 30},
-                                           std::vector<int>{7, 160, 32, 3, 2, 16, 40}));
+                         // seed, T, head_dim, KV heads, group, window, keep, value scale of the last head
+                         ::testing::Values(std::vector<int>{1, 96, 16, 2, 3, 8, 30, 1},
+                                           std::vector<int>{7, 160, 32, 3, 2, 16, 40, 1},
+                                           std::vector<int>{3, 128, 16, 4, 2, 8, 10, 30}));
 
 TEST(KvpressMethods, SpecsParseAndRejectBadOptions) {
   for (const char* s : {"knorm", "tova", "observed", "expected", "adakv", "expected:future=64,sink=0,cov=0",
-                        "adakv:alpha=0.5,window=32,pool=max:3"})
+                        "adakv:alpha=0.5,window=32,pool=max:3", "adakv:scorer=expected,future=64,sink=2,vnorm=0"})
     EXPECT_EQ(to_string(parse_method_spec(to_string(parse_method_spec(s)))), to_string(parse_method_spec(s))) << s;
   EXPECT_EQ(to_string(parse_method_spec("expected:future=64,sink=0,cov=0")), "expected:future=64,sink=0,cov=0");
   EXPECT_THROW(parse_method_spec("adakv:alpha=1.5"), Error);
+  EXPECT_EQ(to_string(parse_method_spec("adakv:eps=0.01,scorer=expected")), "adakv:scorer=expected,eps=0.01");
+  EXPECT_THROW(parse_method_spec("adakv:scorer=expected,window=8"), Error);  // a SnapKV key
+  EXPECT_THROW(parse_method_spec("adakv:eps=0.01"), Error);                   // an expected key, SnapKV scorer
+  EXPECT_THROW(parse_method_spec("adakv:scorer=h2o"), Error);
+  EXPECT_THROW(parse_method_spec("adakv:scorer=expected,eps=-1"), Error);
   EXPECT_THROW(parse_method_spec("expected:cov=2"), Error);
   EXPECT_THROW(parse_method_spec("knorm:window=3"), Error);
   EXPECT_TRUE(is_layer_scoped(parse_method_spec("tova")));

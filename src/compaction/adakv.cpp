@@ -26,6 +26,22 @@ std::vector<double> snapkv_press_scores(const HeadCompactionInput& in, const Sna
   return s;
 }
 
+std::pair<int, int> adakv_forced_range(const AdaKvOptions& options, int T) {
+  if (options.scorer == AdaKvScorer::Expected) return {0, std::min(options.expected.n_sink, T)};
+  const int w = std::max(0, std::min(options.snapkv.window, T - 1));
+  return {T - w, T};
+}
+
+void adakv_raise_forced(std::vector<std::vector<double>>& head_scores, const AdaKvOptions& options) {
+  double mx = -HUGE_VAL;
+  for (const auto& s : head_scores)
+    for (double x : s) mx = std::max(mx, x);
+  for (auto& s : head_scores) {
+    const auto [first, last] = adakv_forced_range(options, static_cast<int>(s.size()));
+    for (int j = first; j < last; ++j) s[static_cast<std::size_t>(j)] = mx;
+  }
+}
+
 std::vector<std::vector<int>> adakv_select(const std::vector<std::vector<double>>& head_scores,
                                            const std::vector<int>& budgets, double alpha) {
   if (!(alpha >= 0.0 && alpha <= 1.0)) throw Error(fmt::format("adakv: alpha {} is outside [0, 1]", alpha));

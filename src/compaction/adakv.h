@@ -4,20 +4,39 @@
 // end up with different lengths (the layer's total stays n_kv_heads * t).
 #pragma once
 
+#include <utility>
 #include <vector>
 
+#include "compaction/expected_attention.h"
 #include "compaction/head_compaction.h"
 #include "compaction/token_eviction.h"
 
 namespace kvcompact {
 
-/// Options: the safeguard fraction and the SnapKV scorer's settings (kvpress defaults: alpha 0.2,
-/// window 64, avg pool 5).
+/// The per-head scorer AdaKV redistributes over (kvpress wraps a ScorerPress): SnapKV
+/// (kvpress's "adakv_snapkv") or ExpectedAttention (kvpress's registry entry "expected_attention"
+/// is AdaKV(ExpectedAttention(epsilon=1e-2))).
+enum class AdaKvScorer { SnapKv, Expected };
+
+/// Options: the safeguard fraction, the scorer and its settings (kvpress defaults: alpha 0.2;
+/// SnapKV window 64, avg pool 5; ExpectedAttention as ExpectedAttentionOptions).
 struct AdaKvOptions {
   double alpha = 0.2;                                     ///< safeguard fraction, [0, 1]
+  AdaKvScorer scorer = AdaKvScorer::SnapKv;
   SnapKvOptions snapkv{64, ScorePooling{PoolKind::Avg, 5}};
+  ExpectedAttentionOptions expected{};
   bool operator==(const AdaKvOptions&) const = default;
 };
+
+/// Entries a scorer always keeps in a head of T entries, as [first, last): SnapKV's observation
+/// window (the last min(window, T - 1)), ExpectedAttention's sinks (the first min(n_sink, T)).
+std::pair<int, int> adakv_forced_range(const AdaKvOptions& options, int T);
+
+/// Sets the forced entries (adakv_forced_range) of every head of head_scores [H][T_h] to the
+/// layer's largest score. kvpress pads them with max + 1 over the whole layer's scores, while the
+/// per-head scorers here use the head's own max + 1; across heads only the layer-wide value keeps
+/// them ahead of every other head's entries, as kvpress does.
+void adakv_raise_forced(std::vector<std::vector<double>>& head_scores, const AdaKvOptions& options);
 
 /// kvpress's SnapKV scores [T]: snapkv_scores (window w' = min(window, T - 1)) divided by
 /// w' * group_size (the mean over the window's queries and the group), and the window keys set to

@@ -1,7 +1,7 @@
 """Reference scores of kvpress 0.5.5's presses (NVIDIA's kvpress, run as installed) on random
 keys, values and queries, for tests/kvpress_methods_test.cpp.
 
-  kvpress_scores.py SEED T HEAD_DIM KV_HEADS GROUP WINDOW KEEP
+  kvpress_scores.py SEED T HEAD_DIM KV_HEADS GROUP WINDOW KEEP [VSCALE]
 
 Builds one Llama-like attention layer with KV_HEADS KV heads of GROUP query heads each: random
 pre-RoPE queries (fed as hidden states through an identity q_proj, as kvpress's
@@ -9,9 +9,12 @@ get_prerope_query_states reads them), keys rotated by transformers' LlamaRotaryE
 10000, Hugging Face half-split pairs) and random values, then calls each press's own `score`:
 KnormPress, SnapKVPress(window_size=WINDOW, kernel_size=5), TOVAPress, ObservedAttentionPress
 (with the eager causal attention weights), ExpectedAttentionPress (defaults), KeyDiffPress, and
-AdaKVPress(SnapKVPress(WINDOW)).compress with a compression ratio that keeps KEEP entries per head
+AdaKVPress over SnapKVPress(WINDOW) and over ExpectedAttentionPress(epsilon=1e-2), whose .compress
+with a compression ratio that keeps KEEP entries per head
 (its masked indices give the kept ones). ScorerPress.compress gives each scorer's kept indices.
-Prints one JSON object: inputs (context_queries per KV head after RoPE, rows position-major then
+The values of the last KV head are multiplied by VSCALE (default 1): its scores then dwarf the
+other heads' under the value norm, which tests that the sinks of every head still rank first
+across the layer in AdaKV. Prints one JSON object: inputs (context_queries per KV head after RoPE, rows position-major then
 query head; keys; values; inv_freq) and, per press, scores [KV_HEADS][T] and kept [KV_HEADS][KEEP].
 """
 import json
@@ -39,6 +42,7 @@ class Layer(nn.Module):
 
 def main():
     seed, T, d, H, g, window, keep = (int(x) for x in sys.argv[1:8])
+    vscale = float(sys.argv[8]) if len(sys.argv) > 8 else 1.0
     torch.manual_seed(seed)
     nh = H * g
     config = LlamaConfig(hidden_size=nh * d, num_attention_heads=nh, num_key_value_heads=H, head_dim=d,
@@ -48,6 +52,7 @@ def main():
     hidden = torch.randn(1, T, nh * d) * 1.5                        # pre-RoPE queries
     kpre = torch.randn(1, H, T, d) + 0.3 * torch.randn(1, H, 1, d)  # pre-RoPE keys
     values = torch.randn(1, H, T, d) * torch.rand(1, H, T, 1) * 2
+    values[:, H - 1] *= vscale
     pos = torch.arange(T).unsqueeze(0)
     cos, sin = module.rotary_emb(hidden, pos)
     qpre = hidden.view(1, T, nh, d).transpose(1, 2)
@@ -76,14 +81,18 @@ def main():
             k2, _ = press.compress(module, hidden, keys, values, a, kwargs)
         kept = [sorted(int(torch.nonzero((keys[0, h] == row).all(-1))[0]) for row in k2[0, h]) for h in range(H)]
         out["presses"][name] = {"scores": s[0].double().tolist(), "kept": kept}
-    ada = AdaKVPress(SnapKVPress(cr, window_size=window, kernel_size=5))
-    with torch.no_grad():
-        ada.compress(module, hidden, keys, values, None, kwargs)
-        s = ada.press.score(module, hidden, keys, values, None, kwargs)
-    _, heads, seqs = module.masked_key_indices
-    masked = {(int(h), int(j)) for h, j in zip(heads, seqs)}
-    out["presses"]["adakv"] = {"scores": s[0].double().tolist(),
-                               "kept": [[j for j in range(T) if (h, j) not in masked] for h in range(H)]}
+    # AdaKV over SnapKV ("adakv_snapkv") and over ExpectedAttention(epsilon=1e-2) (the registry's
+    # "expected_attention"): kept entries are those not in module.masked_key_indices.
+    adas = {"adakv": AdaKVPress(SnapKVPress(cr, window_size=window, kernel_size=5)),
+            "adakv_expected": AdaKVPress(ExpectedAttentionPress(cr, epsilon=1e-2))}
+    for name, ada in adas.items():
+        with torch.no_grad():
+            ada.compress(module, hidden, keys, values, None, kwargs)
+            s = ada.press.score(module, hidden, keys, values, None, kwargs)
+        _, heads, seqs = module.masked_key_indices
+        masked = {(int(h), int(j)) for h, j in zip(heads, seqs)}
+        out["presses"][name] = {"scores": s[0].double().tolist(),
+                                "kept": [[j for j in range(T) if (h, j) not in masked] for h in range(H)]}
     json.dump(out, sys.stdout)
 
 

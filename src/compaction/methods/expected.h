@@ -4,7 +4,18 @@
 #include "compaction/expected_attention.h"
 #include "compaction/method.h"
 
+#include <string>
+#include <vector>
+
 namespace kvcompact {
+
+/// ExpectedAttention's keys (future, sink, cov, vnorm, eps) in canonical order, for the schemas of
+/// expected and of adakv's expected scorer; `prefix` starts each description.
+std::vector<MethodOption> expected_option_schema(const std::string& prefix);
+/// Reads those keys from `s` over the defaults. Throws Error (MethodSettings::fail) on bad values.
+ExpectedAttentionOptions parse_expected_options(const MethodSettings& s);
+/// Appends the settings of `e` that differ from the defaults, as "key=value", in canonical order.
+void append_expected_settings(const ExpectedAttentionOptions& e, std::vector<std::string>& items);
 
 /// A configured expected method.
 class ExpectedMethod final : public Method {
