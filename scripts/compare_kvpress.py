@@ -79,6 +79,70 @@ def kept_entries(r, T):
     return 0 if r == 0 else max(1, math.floor(r * T))
 
 
+def load_peer_model(torch, auto_model, model_path):
+    """transformers' float32 model of a GGUF file (eager attention) and its attention modules, each
+    given the model's rotary embedding as kvpress's BasePress.__call__ does."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # no per-tensor bars in logs
+    path = os.path.abspath(model_path)
+    model = auto_model.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path),
+                                       dtype=torch.float32, attn_implementation="eager")
+    model.eval()
+    layers = [layer.self_attn for layer in model.model.layers]
+    for m in layers:
+        m.rotary_emb = model.model.rotary_emb
+    return model, layers
+
+
+def prefill_capture(torch, model, layers, ctx, dynamic_cache):
+    """One eager prefill of ctx (ids) that captures, at every layer, what kvpress's forward hook
+    hands press.compress (the attention input, the layer's keys and values, the eager attention
+    weights, the forward kwargs). Returns (full cache, logits after the last context token,
+    captured); the model is left on sdpa attention."""
+    captured = [None] * len(layers)
+
+    def capture(module, args, kwargs, output):
+        cache = kwargs["past_key_values"]
+        k, v = cache.layers[module.layer_idx].keys, cache.layers[module.layer_idx].values
+        captured[module.layer_idx] = (kwargs["hidden_states"], k.clone(), v.clone(), output[1], kwargs)
+        return output
+
+    hooks = [m.register_forward_hook(capture, with_kwargs=True) for m in layers]
+    model.set_attn_implementation("eager")
+    cache = dynamic_cache()
+    first = model(input_ids=torch.tensor([ctx]), past_key_values=cache, logits_to_keep=1).logits[0, -1]
+    for h in hooks:
+        h.remove()
+    model.set_attn_implementation("sdpa")
+    return cache, first, captured
+
+
+def press_cache(kvpress, model, layers, captured, p, r, T):
+    """kvpress's own compress of every layer's captured cache (as its prefill hook would call it),
+    keeping t = max(1, floor(r*T)) entries per head. Returns ([(keys, values)] per layer, seconds).
+    For AdaKV the modules' masked_key_indices stay set (kvpress's attention patch reads them):
+    reset them to None after scoring. Exits with an error when the kept counts are not t."""
+    t = kept_entries(r, T)
+    press = make_press(p, 1.0 - (t + 0.5) / T, kvpress)
+    press.post_init_from_model(model)
+    kv = []
+    ts = time.time()
+    for m, (hs, k, v, attn, kw) in zip(layers, captured):
+        m.masked_key_indices = None
+        kv.append(press.compress(m, hs, k, v, attn if p == "ObservedAttention" else None, kw))
+    secs = time.time() - ts
+    n_entries = sum(k.shape[2] for k, _ in kv)
+    want = (T if p == "AdaKV(SnapKV)" else t) * len(layers)
+    if n_entries != want:
+        fail(f"{p} at ratio {r} kept {n_entries} entries, expected {want}")
+    if p == "AdaKV(SnapKV)":
+        masked = sum(len(m.masked_key_indices[2]) for m in layers)
+        if masked != (T - t) * model.config.num_key_value_heads * len(layers):
+            fail(f"AdaKV at ratio {r} masked {masked} entries")
+    return kv, secs
+
+
 def continuation_nll(torch, model, cache, first_logits, cont, T):
     """Mean NLL of cont (list of ids) given a cache of the context; first token from first_logits."""
     ids = torch.tensor([cont[:-1]], dtype=torch.long)
@@ -171,13 +235,7 @@ def main():
     # the eager attention weights, the forward kwargs); each (press, ratio) then calls kvpress's own
     # compress on those, exactly as its hook would during a prefill (compression there happens after
     # the layer's attention, so later layers and the last logits never see it).
-    path = os.path.abspath(a.model)
-    model = AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path),
-                                                 dtype=torch.float32, attn_implementation="eager")
-    model.eval()
-    layers = [layer.self_attn for layer in model.model.layers]
-    for m in layers:
-        m.rotary_emb = model.model.rotary_emb  # as BasePress.__call__ does
+    model, layers = load_peer_model(torch, AutoModelForCausalLM, a.model)
     peer = {}  # (press, ratio) -> {"delta": [...], "seconds": [...]}
     hf_full, full_secs = [], []
     t1 = time.time()
@@ -185,46 +243,15 @@ def main():
         for di, doc in enumerate(docs):
             ids, T = doc["tokens"], doc["context_tokens"]
             ctx, cont = ids[:T], ids[T:]
-            captured = [None] * len(layers)
-
-            def capture(module, args, kwargs, output):
-                cache = kwargs["past_key_values"]
-                k, v = cache.layers[module.layer_idx].keys, cache.layers[module.layer_idx].values
-                captured[module.layer_idx] = (kwargs["hidden_states"], k.clone(), v.clone(), output[1], kwargs)
-                return output
-
-            hooks = [m.register_forward_hook(capture, with_kwargs=True) for m in layers]
-            model.set_attn_implementation("eager")
             ts = time.time()
-            cache = DynamicCache()
-            first = model(input_ids=torch.tensor([ctx]), past_key_values=cache, logits_to_keep=1).logits[0, -1]
+            cache, first, captured = prefill_capture(torch, model, layers, ctx, DynamicCache)
             full_secs.append(time.time() - ts)
-            for h in hooks:
-                h.remove()
-            model.set_attn_implementation("sdpa")
             full = continuation_nll(torch, model, cache, first, cont, T)
             hf_full.append(full)
             del cache
             for p in names:
                 for r in ratios:
-                    t = kept_entries(r, T)
-                    cr = 1.0 - (t + 0.5) / T
-                    press = make_press(p, cr, kvpress)
-                    press.post_init_from_model(model)
-                    kv = []
-                    ts = time.time()
-                    for m, (hs, k, v, attn, kw) in zip(layers, captured):
-                        m.masked_key_indices = None
-                        kv.append(press.compress(m, hs, k, v, attn if p == "ObservedAttention" else None, kw))
-                    secs = time.time() - ts
-                    n_entries = sum(k.shape[2] for k, _ in kv)
-                    want = (T if p == "AdaKV(SnapKV)" else t) * len(layers)
-                    if n_entries != want:
-                        fail(f"{p} at ratio {r} kept {n_entries} entries, expected {want}")
-                    if p == "AdaKV(SnapKV)":
-                        masked = sum(len(m.masked_key_indices[2]) for m in layers)
-                        if masked != (T - t) * model.config.num_key_value_heads * len(layers):
-                            fail(f"AdaKV at ratio {r} masked {masked} entries")
+                    kv, secs = press_cache(kvpress, model, layers, captured, p, r, T)
                     cache = DynamicCache(ddp_cache_data=kv)
                     nll = continuation_nll(torch, model, cache, first, cont, T)
                     for m in layers:

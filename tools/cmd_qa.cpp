@@ -18,11 +18,46 @@
 
 namespace kvcompact::cli {
 
+namespace {
+
+// What --tokens-json writes: {"rows": [{"method", "ratio"}], "articles": [{"id", "context_ids",
+// "questions": [{"prompt_ids", "option_ids", "gold_label", "answer_ids", "answer_text",
+// "scores": [{"answer_nll", "mc_choice"} per row]}]}]}. The ids are tokenize_qa_article's (what
+// run_qa_eval fed); answer_ids are the reference answer's scored tokens; units nats/token.
+nlohmann::json qa_tokens_json(const Model& model, const std::vector<QaArticle>& articles, const QaEvalOptions& opt,
+                              const QaEvalResult& r) {
+  nlohmann::json out;
+  out["rows"] = nlohmann::json::array();
+  for (const QaEvalRow& row : r.rows) out["rows"].push_back({{"method", row.method}, {"ratio", row.ratio}});
+  out["articles"] = nlohmann::json::array();
+  std::size_t qi = 0;
+  for (const QaArticle& art : articles) {
+    const QaArticleTokens at = tokenize_qa_article(model, art, opt);
+    nlohmann::json a{{"id", art.id}, {"context_ids", at.context}, {"questions", nlohmann::json::array()}};
+    for (std::size_t q = 0; q < art.questions.size(); ++q, ++qi) {
+      if (qi >= r.per_question.size() || qi >= r.reference_answers.size())
+        throw Error("--tokens-json: the evaluation holds fewer questions than the data");
+      nlohmann::json scores = nlohmann::json::array();
+      for (const QaQuestionScore& sc : r.per_question[qi])
+        scores.push_back({{"answer_nll", sc.answer_nll}, {"mc_choice", sc.mc_choice}});
+      a["questions"].push_back({{"prompt_ids", at.prompt_ids[q]}, {"option_ids", at.option_ids[q]},
+                                {"gold_label", art.questions[q].gold_label},
+                                {"answer_ids", r.reference_answers[qi].tokens},
+                                {"answer_text", r.reference_answers[qi].text}, {"scores", scores}});
+    }
+    out["articles"].push_back(std::move(a));
+  }
+  if (qi != r.per_question.size()) throw Error("--tokens-json: the evaluation holds more questions than the data");
+  return out;
+}
+
+}  // namespace
+
 Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
   struct Opts {
     ModelOptions m;
     std::string data, ratios = "0.1,0.2,0.5", methods = "am,random,recent,attn-nofit";
-    std::string answers_cache, csv, prompt_template = kDefaultQaPrompt, out_dir, shard;
+    std::string answers_cache, csv, prompt_template = kDefaultQaPrompt, out_dir, shard, tokens_json;
     int max_answer_tokens = 32, max_context_tokens = 0;
     unsigned long long seed = 0;
     bool chat = false;
@@ -52,11 +87,16 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
                   "study folder: each article's result is written there (units/) and a rerun skips the finished "
                   "ones; the complete study writes qa_eval.{csv,json} there; `kvcompact merge DIR` aggregates");
   cmd->add_option("--shard", o->shard, "run shard I of N (I/N, 0-based) of the articles into --out DIR");
+  cmd->add_option("--tokens-json", o->tokens_json,
+                  "also write, per article, the token ids fed (context, question prompts, options, reference "
+                  "answers) and every row's per-question scores, for running a peer on the same ids "
+                  "(scripts/compare_kvpress_qa.py); not with --out");
   add_common_options(cmd, common);
   return [o, &common] {
     QaEvalOptions opt;
     const ShardSpec shard = o->shard.empty() ? ShardSpec{} : parse_shard(o->shard);
     if (shard.active() && o->out_dir.empty()) throw Error("--shard: needs --out DIR (the shared study folder)");
+    if (!o->tokens_json.empty() && !o->out_dir.empty()) throw Error("--tokens-json: not with --out (run without a study folder)");
     opt.ratios = parse_number_list("--ratios", o->ratios);
     opt.methods.clear();
     for (const MethodSpec& m : parse_method_list(o->methods)) opt.methods.push_back(to_string(m));
@@ -91,6 +131,7 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
                             csv, json, common.json);
     }
     const QaEvalResult r = run_qa_eval(model, articles, opt);
+    if (!o->tokens_json.empty()) write_file_atomic(o->tokens_json, qa_tokens_json(model, articles, opt, r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     std::vector<std::string> csv;
     if (!o->csv.empty()) csv.push_back(o->csv);
     return report_qa_eval(r, {{"model", model.path}, {"data", o->data}, {"chat", o->chat}}, csv, {}, common.json);
