@@ -83,6 +83,9 @@ def main():
     ap.add_argument("--presses", default=",".join(p for p, _ in PAIRS))
     ap.add_argument("--kvcompact", default=str(ROOT / "build" / "kvcompact"))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--chat", action="store_true",
+                    help="qa-eval --chat: article + question as one user message in the model's chat template "
+                         "(an instruct model answers the plain 'Answer:' prompt with a bare newline)")
     ap.add_argument("--out", required=True, type=Path)
     a = ap.parse_args()
 
@@ -118,7 +121,7 @@ def main():
         cmd = [a.kvcompact, "qa-eval", "--model", a.model, "--data", a.data, "--max-context-tokens",
                str(a.max_context_tokens), "--methods", ",".join(specs), "--ratios", ",".join(map(str, ratios)),
                "--answers-cache", str(a.out / "answers"), "--threads", str(a.threads), "--tokens-json",
-               str(tokens_path), "--json"]
+               str(tokens_path), "--json"] + (["--chat"] if a.chat else [])
         print("+ " + " ".join(cmd), file=sys.stderr)
         t0 = time.time()
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -143,6 +146,9 @@ def main():
     questions = [q for art in tok["articles"] for q in art["questions"]]
     if not questions:
         fail(f"{a.data}: no questions")
+    if kvc.get("chat", False) != a.chat:
+        fail(f"{kvc_path}: made {'with' if kvc.get('chat') else 'without'} --chat (remove it to rerun)")
+    answer_len = sum(len(q["answer_ids"]) for q in questions) / len(questions)
 
     # 2. kvpress on transformers, on the same ids.
     model, layers = load_peer_model(torch, AutoModelForCausalLM, a.model)
@@ -162,6 +168,8 @@ def main():
                     peer.setdefault((p, r), []).extend(
                         question_scores(torch, model, kv, DynamicCache, first, T, q) for q in art["questions"])
                     secs.setdefault((p, r), []).append(s)
+                    print(f"compare_kvpress_qa: article {ai + 1}: {p} at {r} scored, {time.time() - t1:.0f} s",
+                          file=sys.stderr)
                     for m in layers:
                         m.masked_key_indices = None
             del captured
@@ -178,7 +186,7 @@ def main():
             f"answer NLL kvcompact {sum(full_k) / len(full_k):.4f}, transformers "
             f"{sum(x for x, _ in full) / len(full):.4f} nats/token (max gap {gap:.1e}); full-cache MC accuracy "
             f"kvcompact {acc([q['scores'][0]['mc_choice'] for q in questions]):.0f}%, transformers "
-            f"{acc([c for _, c in full]):.0f}%",
+            f"{acc([c for _, c in full]):.0f}%; reference answers {answer_len:.1f} tokens on average",
             f"kvcompact qa-eval wall {kvc['wall_s']:.0f} s for all methods ({kvc['wall_s'] / n_art:.1f} s/article)",
             "", "| method | keep ratio | kvcompact spec | kvcompact delta NLL | kvpress delta NLL | diff (paired) | "
             "kvcompact MC % | kvpress MC % | kvpress compress s/article |", "|---|---|---|---|---|---|---|---|---|"]
