@@ -22,7 +22,8 @@ same metrics, in one run.
    accuracy of each side, and the wall time per article (kvcompact: the whole qa-eval run over
    all methods; kvpress: that press's compress calls). Writes OUT/qa_vs_kvpress.{json,md}.
 
-Outputs already in OUT are reused (kvc_tokens.json, kvc.json). A missing peer or model, a ratio
+Outputs already in OUT are reused (kvc_tokens.json, kvc.json) when kvc.json records the same
+qa-eval command; other settings are refused. A missing peer or model, a ratio
 outside (0, 1), a data file without questions: one-line error, exit 1. Nothing is dropped
 silently; a non-finite score stops the run.
 """
@@ -117,11 +118,13 @@ def main():
     # 1. kvcompact.
     specs = [known[p] for p in names] + KVCOMPACT_ONLY
     tokens_path, kvc_path = a.out / "kvc_tokens.json", a.out / "kvc.json"
+    cmd = [a.kvcompact, "qa-eval", "--model", a.model, "--data", a.data, "--max-context-tokens",
+           str(a.max_context_tokens), "--methods", ",".join(specs), "--ratios", ",".join(map(str, ratios)),
+           "--answers-cache", str(a.out / "answers"), "--threads", str(a.threads), "--tokens-json",
+           str(tokens_path), "--json"] + (["--chat"] if a.chat else [])
+    ti = cmd.index("--threads")
+    settings = cmd[:ti] + cmd[ti + 2:]  # what the outputs depend on (not the thread count)
     if not (tokens_path.exists() and kvc_path.exists()):
-        cmd = [a.kvcompact, "qa-eval", "--model", a.model, "--data", a.data, "--max-context-tokens",
-               str(a.max_context_tokens), "--methods", ",".join(specs), "--ratios", ",".join(map(str, ratios)),
-               "--answers-cache", str(a.out / "answers"), "--threads", str(a.threads), "--tokens-json",
-               str(tokens_path), "--json"] + (["--chat"] if a.chat else [])
         print("+ " + " ".join(cmd), file=sys.stderr)
         t0 = time.time()
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -130,8 +133,11 @@ def main():
             fail(f"kvcompact qa-eval failed: {err[-1] if err else proc.returncode}")
         kvc = json.loads(proc.stdout)
         kvc["wall_s"] = time.time() - t0
+        kvc["command"] = settings
         write_atomic(kvc_path, json.dumps(kvc, indent=1))
     kvc = json.loads(kvc_path.read_text())
+    if kvc.get("command") != settings:  # other data, context cap, methods, ratios or --chat
+        fail(f"{kvc_path}: made by another command than `{' '.join(settings)}` (remove it to rerun)")
     tok = json.loads(tokens_path.read_text())
     # qa-eval's rows: "full", then methods x ratios in the order given (method names canonical).
     if len(tok["rows"]) != 1 + len(specs) * len(ratios) or tok["rows"][0]["method"] != "full":
@@ -146,8 +152,6 @@ def main():
     questions = [q for art in tok["articles"] for q in art["questions"]]
     if not questions:
         fail(f"{a.data}: no questions")
-    if kvc.get("chat", False) != a.chat:
-        fail(f"{kvc_path}: made {'with' if kvc.get('chat') else 'without'} --chat (remove it to rerun)")
     answer_len = sum(len(q["answer_ids"]) for q in questions) / len(questions)
 
     # 2. kvpress on transformers, on the same ids.

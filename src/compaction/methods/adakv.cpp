@@ -70,8 +70,8 @@ MethodEntry adakv_method() {
             const bool expected = o.scorer == AdaKvScorer::Expected;
             for (const char* key : {"window", "pool"})
               if (expected && s.has(key)) s.fail(fmt::format("{} applies to scorer=snapkv only", key));
-            for (const char* key : {"future", "sink", "cov", "vnorm", "eps"})
-              if (!expected && s.has(key)) s.fail(fmt::format("{} applies to scorer=expected only", key));
+            for (const MethodOption& opt : expected_option_schema(""))  // the expected scorer's keys
+              if (!expected && s.has(opt.key)) s.fail(fmt::format("{} applies to scorer=expected only", opt.key));
             if (s.has("window")) o.snapkv.window = s.integer("window", "N", 1, 1 << 30);
             if (s.has("pool")) o.snapkv.pool = s.pool("pool");
             o.expected = parse_expected_options(s);
