@@ -30,6 +30,10 @@ import subprocess
 import sys
 import time
 
+# No progress bar from the GGUF loader of transformers (its own tqdm, which reads TQDM_* when
+# tqdm is imported, so this must come before transformers is).
+os.environ.setdefault("TQDM_DISABLE", "1")
+
 # kvpress press -> kvcompact's version of it (a method spec of `kvcompact methods`).
 PAIRS = [
     ("SnapKV", "snapkv:window=64"),

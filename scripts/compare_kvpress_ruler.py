@@ -4,13 +4,14 @@ same model, the same task items and the same keep ratios, in one run.
 
   scripts/compare_kvpress_ruler.py --model models/SmolLM2-135M-Instruct.Q4_1.gguf \
       --kvpress-repo /tmp/kvpress_repo --tasks ruler_niah_single_1_1024.jsonl,... --n 10 \
-      --ratios 0.1,0.5 --out results/ruler_vs_kvpress [--threads 2]
+      --ratios 0.1,0.5 --out results/ruler_vs_kvpress [--threads 2] [--am am,am:queries=repeat+onpolicy]
 
 For every task file (made by `kvcompact tasks --family ruler_<task> --context-tokens L`):
 1. kvcompact's side: `kvcompact task-eval --out-json OUT/kvc_<name>.json` on N evenly spaced
    items (written to OUT/items_<name>.jsonl, the one file both sides read) with the methods of
-   PAIRS (kvcompact's own versions of the presses) plus Attention Matching ("am", repeat-prefill
-   reference queries); the context span is compacted, the question fed verbatim, the greedy
+   PAIRS (kvcompact's own versions of the presses) plus the Attention Matching specs of --am
+   (default "am", repeat-prefill reference queries; "am:queries=repeat+onpolicy" adds on-policy
+   queries); the context span is compacted, the question fed verbatim, the greedy
    answer scored by RULER's recall (string_match_all).
 2. kvpress's side: scripts/kvpress_eval.py (kvpress's own EvaluationRunner, pipeline and RULER
    scorer from the kvpress repository) on the same item file, each press at compression_ratio
@@ -50,7 +51,10 @@ PAIRS = [
     ("observed_attention", "observed", "ObservedAttention"),
     ("adakv_snapkv", "adakv", "AdaKV(SnapKV)"),
 ]
-KVCOMPACT_ONLY = [("am", "AM (repeat queries)")]
+# Attention Matching variants run by kvcompact only (--am picks them): the query source is the
+# setting that matters most (repeat-prefill queries; on-policy adds layer l's queries recomputed
+# with layers < l already compacted).
+AM_LABELS = {"am": "AM (repeat queries)", "am:queries=repeat+onpolicy": "AM (repeat + on-policy queries)"}
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -101,7 +105,13 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--kvcompact", type=Path, default=ROOT / "build" / "kvcompact")
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--am", default="am",
+                    help="comma-separated Attention Matching specs run by kvcompact only (e.g. am,am:queries=repeat+onpolicy)")
     args = ap.parse_args()
+    am_specs = [m for m in args.am.split(",") if m]
+    if not am_specs or any(not m.startswith("am") for m in am_specs):
+        fail(f"--am {args.am!r}: give one or more Attention Matching specs (am[:options])")
+    kvcompact_only = [(m, AM_LABELS.get(m, f"AM ({m})")) for m in am_specs]
 
     ratios = [float(r) for r in args.ratios.split(",") if r]
     if not ratios or any(not (0 < r <= 1) for r in ratios):
@@ -147,11 +157,15 @@ def main():
         item_ids = [json.loads(lines[i]).get("id") for i in picks]
         kvc_json = args.out / f"kvc_{name}.json"
         if not kvc_json.exists():
-            methods = ",".join([m for m, _ in KVCOMPACT_ONLY] + [spec for _, spec, _ in PAIRS])
+            methods = ",".join([m for m, _ in kvcompact_only] + [spec for _, spec, _ in PAIRS])
             run([str(args.kvcompact), "task-eval", "--model", str(args.model), "--tasks", str(subset), "--n", str(n),
                  "--threads", str(args.threads), "--methods", methods, "--ratios", ",".join(map(str, ratios)),
                  "--out-json", str(kvc_json)], args.out / f"kvc_{name}.log")
         kvc = json.loads(kvc_json.read_text())
+        have = {r["method"] for r in kvc["rows"]}
+        lacking = [m for m, _ in kvcompact_only if m not in have]
+        if lacking:
+            fail(f"{kvc_json}: no rows for {','.join(lacking)} (remove it to rerun with these --am specs)")
         if kvc["items"] != n or [u.get("id") for u in kvc["per_item"]] != item_ids:
             fail(f"{kvc_json}: its items are not the {n} of {subset} (remove it to rerun)")
         kvc_rows = {(r["method"], round(r["ratio"], 6)): r for r in kvc["rows"]}
@@ -195,7 +209,7 @@ def main():
                          "kvpress": pm, "kvpress_sem": ps,
                          "kvcompact_compaction_s": k["compaction_s"],
                          "kvpress_s_per_context": secs / n})
-        for m, label in KVCOMPACT_ONLY:
+        for m, label in kvcompact_only:
             for r in ratios:
                 k = kvc_rows[(m, round(r, 6))]
                 rows.append({"task": name, "method": label, "ratio": r, "n": n, "kvcompact": k["score"],
