@@ -17,7 +17,8 @@ on the same model, the same token ids, the same keep ratios and the same metric.
 3. Prints one row per (method, ratio): kvcompact's delta +- SEM, kvpress's delta +- SEM, the
    paired difference +- its SEM over documents (flagged `*` when |diff| > SEM), and the wall time
    per context of each side (kvcompact: compaction of the whole cache, plus the reference-query
-   prefill for AM; kvpress: its compress calls over all layers).
+   prefill for AM; kvpress: its compress calls over all layers). --figure F.svg also draws delta
+   NLL vs keep ratio (`kvcompact plot`, kvcompact solid, kvpress dashed).
 
 A missing peer, a ratio outside [0, 1] or an empty document set: one-line error, exit status 1.
 A method or document that fails stops the run (nothing is dropped silently).
@@ -59,6 +60,37 @@ def mean_sem(xs):
         return m, 0.0
     var = sum((x - m) ** 2 for x in xs) / (n - 1)
     return m, math.sqrt(var / n)
+
+
+def write_comparison_figure(kvcompact, points, title, y_title, out_svg, peer="kvpress"):
+    """Writes out_svg (and the JSON beside it, out_svg with .json) with `kvcompact plot`: one line per
+    (method, side) over keep ratio, kvcompact solid and the peer dashed (JSON kind "comparison";
+    points: dicts with method, peer (bool), ratio, mean, sem). Exits with an error if the plot fails."""
+    fig = {"kind": "comparison", "title": title, "y_title": y_title, "peer": peer, "points": points}
+    out_svg = os.fspath(out_svg)
+    fj = os.path.splitext(out_svg)[0] + ".json"
+    with open(fj + ".tmp", "w") as f:
+        json.dump(fig, f, indent=1)
+    os.replace(fj + ".tmp", fj)
+    proc = subprocess.run([os.fspath(kvcompact), "plot", fj, "-o", out_svg], capture_output=True, text=True)
+    if proc.returncode != 0:
+        err = proc.stderr.strip().splitlines()
+        fail(f"kvcompact plot {fj} failed: {err[-1] if err else proc.returncode}")
+
+
+def delta_points(rows):
+    """Figure points of delta-NLL rows (press or None, spec, ratio, kvcompact_mean / _sem and, with a
+    press, kvpress_mean / _sem): a press row gives a kvcompact and a kvpress point under the press's
+    name, a kvcompact-only row one point under its spec."""
+    pts = []
+    for r in rows:
+        name = r["press"] or r["spec"]
+        pts.append({"method": name, "peer": False, "ratio": r["ratio"], "mean": r["kvcompact_mean"],
+                    "sem": r["kvcompact_sem"]})
+        if r["press"]:
+            pts.append({"method": name, "peer": True, "ratio": r["ratio"], "mean": r["kvpress_mean"],
+                        "sem": r["kvpress_sem"]})
+    return pts
 
 
 def make_press(name, cr, kvpress):
@@ -171,6 +203,7 @@ def main():
     ap.add_argument("--kvcompact", default=os.path.join(os.path.dirname(__file__), "..", "build", "kvcompact"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out-json", default="")
+    ap.add_argument("--figure", default="", help="also draw delta NLL vs keep ratio (kvcompact solid, kvpress dashed) to this .svg")
     ap.add_argument("--kvcompact-json", default="",
                     help="reuse a `compact-eval --out-json` file made with the same settings instead of running it")
     a = ap.parse_args()
@@ -312,6 +345,10 @@ def main():
                        "full_nll_transformers": hf_full, "reference_seconds_per_doc": ref_s,
                        "load_average": load, "kvcompact_wall_s": kvc_wall, "kvpress_wall_s": peer_wall,
                        "rows": out_rows}, f, indent=1)
+    if a.figure:
+        write_comparison_figure(a.kvcompact, delta_points(out_rows),
+                                f"WikiText-2, {len(docs)} articles: kvcompact solid, kvpress dashed",
+                                "delta NLL (nats/token)", a.figure)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ same metrics, in one run.
 3. Prints one row per (method, ratio): delta answer NLL (compacted - full) +- SEM over questions
    for each side, their paired difference (flagged `*` when |diff| > max(its SEM, 1e-4)), MC
    accuracy of each side, and the wall time per article (kvcompact: the whole qa-eval run over
-   all methods; kvpress: that press's compress calls). Writes OUT/qa_vs_kvpress.{json,md}.
+   all methods; kvpress: that press's compress calls). Writes OUT/qa_vs_kvpress.{json,md} and the
+   figure OUT/qa_vs_kvpress.svg (delta NLL vs keep ratio, kvcompact solid, kvpress dashed).
 
 Outputs already in OUT are reused (kvc_tokens.json, kvc.json) when kvc.json records the same
 qa-eval command; other settings are refused. A missing peer or model, a ratio
@@ -37,11 +38,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_kvpress import PAIRS, load_peer_model, mean_sem, prefill_capture, press_cache  # noqa: E402
+from compare_kvpress import (PAIRS, delta_points, load_peer_model, mean_sem, prefill_capture,  # noqa: E402
+                             press_cache, write_comparison_figure)
 from compare_kvpress_ruler import write_atomic  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-KVCOMPACT_ONLY = ["am"]  # Attention Matching, repeat-prefill reference queries
 
 
 def fail(msg):
@@ -88,6 +89,9 @@ def main():
                     help="qa-eval --chat: article + question as one user message in the model's chat template "
                          "(an instruct model answers the plain 'Answer:' prompt with a bare newline)")
     ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--am", default="am",
+                    help="comma-separated Attention Matching specs run by kvcompact only (default am: repeat-prefill "
+                         "queries; am:queries=repeat+onpolicy adds on-policy queries)")
     a = ap.parse_args()
 
     try:
@@ -116,7 +120,10 @@ def main():
     a.out.mkdir(parents=True, exist_ok=True)
 
     # 1. kvcompact.
-    specs = [known[p] for p in names] + KVCOMPACT_ONLY
+    am_specs = [m for m in a.am.split(",") if m]
+    if not am_specs or any(not m.startswith("am") for m in am_specs):
+        fail(f"--am {a.am!r}: give one or more Attention Matching specs (am[:options])")
+    specs = [known[p] for p in names] + am_specs
     tokens_path, kvc_path = a.out / "kvc_tokens.json", a.out / "kvc.json"
     cmd = [a.kvcompact, "qa-eval", "--model", a.model, "--data", a.data, "--max-context-tokens",
            str(a.max_context_tokens), "--methods", ",".join(specs), "--ratios", ",".join(map(str, ratios)),
@@ -195,7 +202,7 @@ def main():
             "", "| method | keep ratio | kvcompact spec | kvcompact delta NLL | kvpress delta NLL | diff (paired) | "
             "kvcompact MC % | kvpress MC % | kvpress compress s/article |", "|---|---|---|---|---|---|---|---|---|"]
     rows = []
-    for s_label, spec in [(p, known[p]) for p in names] + [("(kvcompact only)", s) for s in KVCOMPACT_ONLY]:
+    for s_label, spec in [(p, known[p]) for p in names] + [("(kvcompact only)", s) for s in am_specs]:
         for r in ratios:
             i = row_index[(spec, round(r, 6))]
             kd = [q["scores"][i]["answer_nll"] - q["scores"][0]["answer_nll"] for q in questions]
@@ -224,6 +231,9 @@ def main():
         {"model": a.model, "data": a.data, "max_context_tokens": a.max_context_tokens, "questions": len(questions),
          "full_nll_kvcompact": full_k, "full_nll_transformers": [x for x, _ in full], "gold": gold,
          "kvcompact_wall_s": kvc["wall_s"], "kvpress_wall_s": time.time() - t1, "rows": rows}, indent=1))
+    write_comparison_figure(a.kvcompact, delta_points(rows),
+                            f"QuALITY, {len(questions)} questions: kvcompact solid, kvpress dashed",
+                            "delta NLL of the full model's answer (nats/token)", a.out / "qa_vs_kvpress.svg")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_kvpress import mean_sem  # noqa: E402  (mean and SEM over contexts, shared with the delta-NLL comparison)
+from compare_kvpress import mean_sem, write_comparison_figure  # noqa: E402  (shared with the delta-NLL comparison)
 
 # (kvpress PRESS_REGISTRY name, kvcompact method spec, label). kvpress's registry entry
 # "expected_attention" is AdaKV(ExpectedAttention(epsilon=1e-2)); kvcompact's pair is adakv over
@@ -244,11 +244,8 @@ def main():
             if r["kvpress"] is not None:
                 pts.append({"method": r["method"], "peer": True, "ratio": r["ratio"], "mean": r["kvpress"],
                             "sem": r["kvpress_sem"]})
-        fig = {"kind": "comparison", "title": f"RULER {name}: kvcompact (solid) vs kvpress (dashed)",
-               "y_title": "RULER score (x100)", "peer": "kvpress", "points": pts}
-        fj = args.out / f"{name}_figure.json"
-        fj.write_text(json.dumps(fig, indent=1))
-        run([str(args.kvcompact), "plot", str(fj), "-o", str(args.out / f"{name}.svg")], args.out / f"plot_{name}.log")
+        write_comparison_figure(args.kvcompact, pts, f"RULER {name}: kvcompact (solid) vs kvpress (dashed)",
+                                "RULER score (x100)", args.out / f"{name}.svg")
 
 
 if __name__ == "__main__":
