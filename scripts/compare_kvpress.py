@@ -49,8 +49,41 @@ KVCOMPACT_ONLY = ["am", "snapkv"]  # Attention Matching (repeat-prefill queries)
 
 
 def fail(msg):
-    print(f"compare_kvpress: error: {msg}", file=sys.stderr)
+    """One-line error under the name of the script that runs (this module's helpers serve several)."""
+    prog = os.path.splitext(os.path.basename(sys.argv[0] or "compare_kvpress"))[0]
+    print(f"{prog}: error: {msg}", file=sys.stderr)
     sys.exit(1)
+
+
+def split_am_specs(text, flag="--am"):
+    """The Attention Matching specs of a comma-separated list, split as kvcompact's
+    parse_method_list does for them: a spec starts at "am" or "am:...", and other items are more
+    options of the spec before ("am:select=omp,refit=bounded,am" is two specs). Each spec is checked
+    with kvcompact.canonical_method when build/python is importable. Exits with an error for an
+    empty list, an item that is not an AM spec, or a spec kvcompact refuses."""
+    specs = []
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        if item == "am" or item.startswith("am:"):
+            specs.append(item)
+        elif specs and "=" in item:
+            specs[-1] += "," + item
+        else:
+            fail(f"{flag} {text!r}: '{item}' is not an Attention Matching spec (am[:options])")
+    if not specs:
+        fail(f"{flag} {text!r}: give one or more Attention Matching specs (am[:options])")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "python"))
+    try:
+        import kvcompact
+    except ImportError:
+        return specs  # not built here: kvcompact's own run checks them
+    for spec in specs:
+        try:
+            kvcompact.canonical_method(spec)
+        except Exception as e:  # kvcompact.Error: a bad option
+            fail(f"{flag}: {spec}: {e}")
+    return specs
 
 
 def mean_sem(xs):
@@ -66,13 +99,19 @@ def write_comparison_figure(kvcompact, points, title, y_title, out_svg, peer="kv
     """Writes out_svg (and the JSON beside it, out_svg with .json) with `kvcompact plot`: one line per
     (method, side) over keep ratio, kvcompact solid and the peer dashed (JSON kind "comparison";
     points: dicts with method, peer (bool), ratio, mean, sem). Exits with an error if the plot fails."""
+    bad = [p for p in points if not (math.isfinite(p["mean"]) and math.isfinite(p["sem"]))]
+    if bad:
+        fail(f"{out_svg}: non-finite point {bad[0]} (a failed condition); not drawn")
     fig = {"kind": "comparison", "title": title, "y_title": y_title, "peer": peer, "points": points}
     out_svg = os.fspath(out_svg)
     fj = os.path.splitext(out_svg)[0] + ".json"
-    with open(fj + ".tmp", "w") as f:
-        json.dump(fig, f, indent=1)
-    os.replace(fj + ".tmp", fj)
-    proc = subprocess.run([os.fspath(kvcompact), "plot", fj, "-o", out_svg], capture_output=True, text=True)
+    try:
+        with open(fj + ".tmp", "w") as f:
+            json.dump(fig, f, indent=1)
+        os.replace(fj + ".tmp", fj)
+        proc = subprocess.run([os.fspath(kvcompact), "plot", fj, "-o", out_svg], capture_output=True, text=True)
+    except OSError as e:
+        fail(f"{out_svg}: cannot write the figure: {e}")
     if proc.returncode != 0:
         err = proc.stderr.strip().splitlines()
         fail(f"kvcompact plot {fj} failed: {err[-1] if err else proc.returncode}")
@@ -91,6 +130,13 @@ def delta_points(rows):
             pts.append({"method": name, "peer": True, "ratio": r["ratio"], "mean": r["kvpress_mean"],
                         "sem": r["kvpress_sem"]})
     return pts
+
+
+def check_writable(path, flag):
+    """Exits with an error unless path's folder exists and is writable (checked before a long run)."""
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        fail(f"{flag} {path}: folder {folder} does not exist or is not writable")
 
 
 def make_press(name, cr, kvpress):
@@ -219,6 +265,11 @@ def main():
             fail(f"--ratios: {r} is outside (0, 1) (kvpress needs a compression ratio in [0, 1))")
     if a.docs < 1:
         fail(f"--docs {a.docs}: no documents to evaluate")
+    if a.threads < 1:
+        fail(f"--threads {a.threads}: give 1 or more")
+    for flag, path in (("--out-json", a.out_json), ("--figure", a.figure)):
+        if path:
+            check_writable(path, flag)
     names = [p for p in a.presses.split(",") if p]
     known = dict(PAIRS)
     for p in names:
@@ -226,6 +277,10 @@ def main():
             fail(f"--presses: unknown press '{p}' (valid: {', '.join(known)})")
     if not names:
         fail("--presses: empty list")
+    window = 64  # kvpress's SnapKV window; its compress asserts the context is longer
+    if a.context_tokens <= window and any(p in ("SnapKV", "AdaKV(SnapKV)") for p in names):
+        fail(f"--context-tokens {a.context_tokens}: SnapKV and AdaKV(SnapKV) need more than their {window}-token "
+             f"window (kvpress asserts it); give more, or drop them from --presses")
     try:
         import torch
         import kvpress

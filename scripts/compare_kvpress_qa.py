@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare_kvpress import (PAIRS, delta_points, load_peer_model, mean_sem, prefill_capture,  # noqa: E402
-                             press_cache, write_comparison_figure)
+                             press_cache, split_am_specs, write_comparison_figure)
 from compare_kvpress_ruler import write_atomic  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,6 +107,13 @@ def main():
             fail(f"--presses: unknown press '{p}' (valid: {', '.join(known)})")
     if not names:
         fail("--presses: empty list")
+    am_specs = split_am_specs(a.am)
+    if a.threads < 1:
+        fail(f"--threads {a.threads}: give 1 or more")
+    window = 64  # kvpress's SnapKV window; its compress asserts the context is longer
+    if a.max_context_tokens <= window and any(p in ("SnapKV", "AdaKV(SnapKV)") for p in names):
+        fail(f"--max-context-tokens {a.max_context_tokens}: SnapKV and AdaKV(SnapKV) need more than their "
+             f"{window}-token window (kvpress asserts it)")
     for f, what in ((a.model, "model"), (a.data, "data file"), (a.kvcompact, "kvcompact (not built)")):
         if not os.path.exists(f):
             fail(f"{f}: no such {what}")
@@ -120,9 +127,6 @@ def main():
     a.out.mkdir(parents=True, exist_ok=True)
 
     # 1. kvcompact.
-    am_specs = [m for m in a.am.split(",") if m]
-    if not am_specs or any(not m.startswith("am") for m in am_specs):
-        fail(f"--am {a.am!r}: give one or more Attention Matching specs (am[:options])")
     specs = [known[p] for p in names] + am_specs
     tokens_path, kvc_path = a.out / "kvc_tokens.json", a.out / "kvc.json"
     cmd = [a.kvcompact, "qa-eval", "--model", a.model, "--data", a.data, "--max-context-tokens",

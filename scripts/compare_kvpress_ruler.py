@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_kvpress import mean_sem, write_comparison_figure  # noqa: E402  (shared with the delta-NLL comparison)
+from compare_kvpress import mean_sem, split_am_specs, write_comparison_figure  # noqa: E402  (shared with the delta-NLL comparison)
 
 # (kvpress PRESS_REGISTRY name, kvcompact method spec, label). kvpress's registry entry
 # "expected_attention" is AdaKV(ExpectedAttention(epsilon=1e-2)); kvcompact's pair is adakv over
@@ -108,16 +108,18 @@ def main():
     ap.add_argument("--am", default="am",
                     help="comma-separated Attention Matching specs run by kvcompact only (e.g. am,am:queries=repeat+onpolicy)")
     args = ap.parse_args()
-    am_specs = [m for m in args.am.split(",") if m]
-    if not am_specs or any(not m.startswith("am") for m in am_specs):
-        fail(f"--am {args.am!r}: give one or more Attention Matching specs (am[:options])")
-    kvcompact_only = [(m, AM_LABELS.get(m, f"AM ({m})")) for m in am_specs]
+    kvcompact_only = [(m, AM_LABELS.get(m, f"AM ({m})")) for m in split_am_specs(args.am)]
 
-    ratios = [float(r) for r in args.ratios.split(",") if r]
+    try:
+        ratios = [float(r) for r in args.ratios.split(",") if r]
+    except ValueError:
+        fail(f"--ratios {args.ratios!r}: not a comma-separated list of numbers")
     if not ratios or any(not (0 < r <= 1) for r in ratios):
         fail(f"--ratios {args.ratios!r}: each keep ratio must be in (0, 1]")
     if args.n < 1:
         fail("--n must be >= 1")
+    if args.threads < 1:
+        fail(f"--threads {args.threads}: give 1 or more")
     if not args.model.is_file():
         fail(f"{args.model}: model file not found (scripts/setup.sh fetches the models)")
     if not args.kvcompact.exists():

@@ -39,6 +39,8 @@ import os
 import sys
 import time
 
+os.environ.setdefault("TQDM_DISABLE", "1")  # no GGUF-loader progress bars from transformers
+
 
 def fail(msg):
     print(f"compare_paper_code: error: {msg}", file=sys.stderr)
@@ -95,12 +97,18 @@ def main():
     ap.add_argument("--continuation-tokens", type=int, default=256)
     a = ap.parse_args()
     downstream = bool(a.kvc or a.model or a.continuation)
+    if a.threads < 1:
+        fail(f"--threads {a.threads}: give 1 or more")
+    if a.out_json:
+        folder = os.path.dirname(os.path.abspath(a.out_json))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            fail(f"--out-json {a.out_json}: folder {folder} does not exist or is not writable")
     if downstream:
         for flag, v in (("--kvc", a.kvc), ("--model", a.model), ("--continuation", a.continuation)):
             if not v:
                 fail(f"{flag} is needed with --kvc / --model / --continuation (the downstream delta NLL)")
             if not os.path.isfile(v):
-                fail(f"{v}: file not found ({flag})")
+                fail(f"{v}: not found or not a file ({flag})")
         if a.heads != 0:
             fail("the downstream delta NLL needs every head: drop --heads")
         if a.continuation_tokens < 2:
@@ -112,13 +120,17 @@ def main():
         fail(f"{man_path}: missing (run `kvcompact compact ... --dump-heads {a.dump}`)")
     sys.path.insert(0, a.paper)
     try:
-        import numpy as np
         import torch
         algo = paper_algorithm(a.algo)
     except ImportError as e:
         fail(f"cannot import the paper's code or torch: {e}")
     torch.set_num_threads(a.threads)
-    man = json.load(open(man_path))
+    try:
+        man = json.load(open(man_path))
+        man["method"], man["ratio"], [(h["layer"], h["kv_head"], h["T"], h["n_queries"], h["seconds"])
+                                      for h in man["heads"]]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        fail(f"{man_path}: not a `compact --dump-heads` manifest ({type(e).__name__}: {e})")
     if a.heads < 0:
         fail(f"--heads {a.heads}: give N >= 1, or 0 for all heads")
     spec = man.get("method", "")
@@ -130,19 +142,18 @@ def main():
         fail(f"{man_path}: the dump is of method '{spec}', which does not run the configuration --algo {a.algo} "
              f"compares against (see the usage lines at the top of this script)")
     heads = man["heads"][: a.heads] if a.heads > 0 else man["heads"]
+    # The downstream inputs are checked before the per-head work (they can fail in many ways).
+    prepared = downstream_prepare(a, man) if downstream else None
     rows = []
     paper_heads = {}  # (layer, kv_head) -> the paper's (C1, beta, C2), for the downstream NLL
     print(f"method {man['method']} (kvcompact) vs paper's {type(algo).__name__}, ratio {man['ratio']}")
     print(f"{'head':<7} {'T':>5} {'n':>6} {'t':>4} {'same keys':>10} {'beta rel':>9} {'C2 rel':>9} {'kvc s':>8} {'paper s':>8}")
     for h in heads:
-        base = os.path.join(a.dump, f"L{h['layer']}H{h['kv_head']}_")
-        K = torch.from_numpy(np.load(base + "K.npy"))
-        V = torch.from_numpy(np.load(base + "V.npy"))
-        Q = torch.from_numpy(np.load(base + "Q.npy"))
-        sel = np.load(base + "selected.npy").tolist()
-        beta = np.load(base + "beta.npy")
-        C2 = np.load(base + "C2.npy")
+        K, V, Q, sel, beta, C2 = load_head(a.dump, h)
+        K, V, Q = torch.from_numpy(K), torch.from_numpy(V), torch.from_numpy(Q)
+        sel = sel.tolist()
         t = len(sel)
+        torch.manual_seed(0)  # the paper's NNLS step size comes from a torch.randn power iteration
         t0 = time.time()
         pC1, pbeta, pC2, pidx = algo.compute_compacted_cache(K, V, Q, t)
         secs = time.time() - t0
@@ -165,47 +176,86 @@ def main():
           f"load average {os.getloadavg()[0]:.1f}")
     result = {"method": man["method"], "ratio": man["ratio"], "rows": rows}
     if downstream:
-        result["downstream"] = downstream_nll(a, man, paper_heads)
+        result["downstream"] = downstream_nll(a, man, paper_heads, prepared)
     if a.out_json:
-        json.dump(result, open(a.out_json, "w"), indent=1)
+        try:
+            with open(a.out_json, "w") as f:
+                json.dump(result, f, indent=1)
+        except OSError as e:
+            fail(f"--out-json {a.out_json}: {e}")
 
 
-def downstream_nll(a, man, paper_heads):
+def load_head(dump, h):
+    """(K [T, d], V [T, d], Q [n, d], selected [t], beta [t], C2 [t, d]) of manifest entry h, as
+    `compact --dump-heads` writes them; exits with an error naming the file that is missing or bad."""
+    import numpy as np
+    base = os.path.join(dump, f"L{h['layer']}H{h['kv_head']}_")
+    out = []
+    for part in ("K", "V", "Q", "selected", "beta", "C2"):
+        try:
+            out.append(np.load(base + part + ".npy"))
+        except (OSError, ValueError) as e:
+            fail(f"{base}{part}.npy: cannot read it ({e})")
+    return tuple(out)
+
+
+def downstream_prepare(a, man):
+    """Loads and checks what the downstream NLL needs before any per-head work: kvcompact's model,
+    the .kvc (made for that model, holding exactly the dump's kept keys, beta and C2, i.e. written by
+    the same `compact` call), its context ids, the continuation ids, and transformers' model."""
+    import numpy as np
+    import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from compare_kvpress import load_peer_model
+    try:
+        import kvcompact
+        from transformers import AutoModelForCausalLM
+    except ImportError as e:
+        fail(f"the downstream NLL needs kvcompact's Python package (PYTHONPATH=build/python) and transformers: {e}")
+    try:
+        native = kvcompact.Model(a.model)
+        comp = native.load_cache(a.kvc)
+    except kvcompact.Error as e:
+        fail(str(e))
+    if comp.method != man["method"]:
+        fail(f"{a.kvc}: made with method '{comp.method}', the dump with '{man['method']}' (write both with one `compact` call)")
+    for h in man["heads"]:
+        l, g = h["layer"], h["kv_head"]
+        K, _, _, sel, beta, C2 = load_head(a.dump, h)
+        c1, b, c2 = (np.asarray(x) for x in comp.head(l, g))
+        same = (c1.shape[0] == len(sel) and np.allclose(c1, K[sel], rtol=1e-5, atol=1e-5)
+                and np.allclose(b, beta, rtol=1e-5, atol=1e-5) and np.allclose(c2, C2, rtol=1e-5, atol=1e-5))
+        if not same:
+            fail(f"{a.kvc}: head L{l}H{g} does not hold the keys, beta and C2 of {a.dump} "
+                 f"(write both with one `compact` call)")
+    ctx = list(comp.context_tokens)
+    if int(comp.next_position) != len(ctx):
+        fail(f"{a.kvc}: next_position {comp.next_position} differs from its {len(ctx)} context tokens")
+    try:
+        text = open(a.continuation, encoding="utf-8").read()
+    except UnicodeDecodeError as e:
+        fail(f"{a.continuation}: not UTF-8 text ({e})")
+    cont = native.tokenize(text, add_bos=False)[: a.continuation_tokens]
+    if len(cont) < 2:
+        fail(f"{a.continuation}: fewer than 2 tokens")
+    try:
+        model, _ = load_peer_model(torch, AutoModelForCausalLM, a.model)
+    except Exception as e:  # transformers' GGUF loader raises many kinds
+        fail(f"{a.model}: transformers cannot load it as a GGUF model ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+    return native, comp, ctx, cont, model
+
+
+def downstream_nll(a, man, paper_heads, prepared):
     """Continuation NLL (nats/token) over the full cache, kvcompact's .kvc and the paper's C1 / beta /
     C2, all in transformers on the same GGUF and ids; plus kvcompact's native NLL of its .kvc."""
     import numpy as np
     import torch
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from compare_kvpress import continuation_nll, load_peer_model  # first: it turns tqdm's bars off
-    try:
-        import kvcompact
-        from kvcompact import hf as kvhf
-        from transformers import AutoModelForCausalLM, DynamicCache
-    except ImportError as e:
-        fail(f"the downstream NLL needs kvcompact's Python package and transformers: {e}")
+    from compare_kvpress import continuation_nll
+    from kvcompact import hf as kvhf
+    from transformers import DynamicCache
 
-    native = kvcompact.Model(a.model)
-    try:
-        comp = native.load_cache(a.kvc)
-    except kvcompact.Error as e:
-        fail(str(e))
-    # The .kvc must hold the dump's kept keys (same compact call): compare the selected rows.
-    for h in man["heads"]:
-        l, g = h["layer"], h["kv_head"]
-        base = os.path.join(a.dump, f"L{l}H{g}_")
-        c1, _, _ = comp.head(l, g)
-        K = np.load(base + "K.npy")
-        sel = np.load(base + "selected.npy")
-        if c1.shape[0] != len(sel) or not np.allclose(np.asarray(c1), K[sel], rtol=1e-5, atol=1e-5):
-            fail(f"{a.kvc}: head L{l}H{g} does not hold the keys of {a.dump} (write both with one `compact` call)")
-    ctx = list(comp.context_tokens)
+    native, comp, ctx, cont, model = prepared
     T = len(ctx)
-    if int(comp.next_position) != T:
-        fail(f"{a.kvc}: next_position {comp.next_position} differs from its {T} context tokens")
-    cont = native.tokenize(open(a.continuation, encoding="utf-8").read(), add_bos=False)[: a.continuation_tokens]
-    if len(cont) < 2:
-        fail(f"{a.continuation}: fewer than 2 tokens")
-    model, _ = load_peer_model(torch, AutoModelForCausalLM, a.model)
     with torch.no_grad():
         full_cache = DynamicCache()
         first = model(input_ids=torch.tensor([ctx]), past_key_values=full_cache, logits_to_keep=1).logits[0, -1]
