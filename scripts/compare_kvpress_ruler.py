@@ -14,7 +14,10 @@ For every task file (made by `kvcompact tasks --family ruler_<task> --context-to
    queries); the context span is compacted, the question fed verbatim, the greedy
    answer scored by RULER's recall (string_match_all).
 2. kvpress's side: scripts/kvpress_eval.py (kvpress's own EvaluationRunner, pipeline and RULER
-   scorer from the kvpress repository) on the same item file, each press at compression_ratio
+   scorer from the kvpress repository) on the same item file, fed as task-eval feeds it
+   (kvpress_eval.py --plain-prompt: the same context and question ids, checked identical on
+   SmolLM2, instead of kvpress's default of wrapping them in the model's chat template), each
+   press at compression_ratio
    1 - r (given as 1 - r - 1e-12, kvpress_eval.py --align-keep, so that both sides keep
    floor(r * T) entries); per-item scores are recomputed from its predictions.csv with the
    scorer's formula (for the SEM) and checked against its metrics.json mean.
@@ -184,7 +187,7 @@ def main():
             crs = sorted({round(1.0 - c[3], 6) for c in missing if c[0] in group and c[0] != "no_press"})
             run([args.python, str(ROOT / "scripts" / "kvpress_eval.py"), "--kvpress-repo", str(args.kvpress_repo),
                  "--data", str(subset), "--model", str(args.model), "--fraction", "1", "--threads",
-                 str(args.threads), "--align-keep", "--presses", ",".join(group), "--ratios",
+                 str(args.threads), "--align-keep", "--plain-prompt", "--presses", ",".join(group), "--ratios",
                  ",".join(map(str, crs or [round(1.0 - ratios[0], 6)])), "--output-dir", str(kvp_dir)],
                 args.out / f"kvp_{name}_{group[0]}.log", env)
         for press, spec, label, r in conds:

@@ -90,7 +90,10 @@ def import_kvpress_evaluation(repo: Path):
     return kv_evaluate, stubbed
 
 
-def load_local(path: Path, default_tokens: int):
+def load_local(path: Path, default_tokens: int, plain: bool = False):
+    """The local dataset as kvpress's DataFrame (context, question, answer_prefix, answer, task,
+    max_new_tokens). plain: a kvcompact task file's question tail stays whole (no answer_prefix
+    split), for --plain-prompt."""
     import pandas as pd
 
     if path.suffix == ".parquet":
@@ -112,7 +115,7 @@ def load_local(path: Path, default_tokens: int):
         # special magic number for X mentioned in the provided text is"): kvpress's RULER data keeps
         # that part as answer_prefix, which its pipeline writes after the chat template's assistant
         # turn; split it off the same way (question up to the last "?").
-        if "answer_prefix" not in df.columns:
+        if "answer_prefix" not in df.columns and not plain:
             split = [q.rpartition("?") for q in df["question"]]
             df["answer_prefix"] = [tail.strip() if head else "" for head, _, tail in split]
             df["question"] = [head + "?" if head else q for (head, _, _), q in zip(split, df["question"])]
@@ -134,6 +137,18 @@ def load_local(path: Path, default_tokens: int):
         df["task"] = "niah_single_1"
     df["answer_prefix"] = df["answer_prefix"].fillna("")
     return df
+
+
+def adds_bos(model: Path, tok) -> bool:
+    """Whether the model's own tokenizer settings put BOS first: a GGUF's tokenizer.ggml.add_bos_token
+    (what kvcompact and llama.cpp follow; transformers' GGUF conversion turns it on regardless, e.g.
+    for SmolLM2, whose file says false), else the Hugging Face tokenizer's add_bos_token."""
+    if model.suffix == ".gguf":
+        import gguf
+
+        field = gguf.GGUFReader(str(model)).fields.get("tokenizer.ggml.add_bos_token")
+        return bool(field.parts[-1][0]) if field is not None else False
+    return bool(getattr(tok, "add_bos_token", False))
 
 
 def make_press(name: str, registry):
@@ -166,6 +181,10 @@ def main():
     ap.add_argument("--output-dir", type=Path, default=Path("/tmp/kvpress_eval"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", action="store_true", help="also print the table as JSON")
+    ap.add_argument("--plain-prompt", action="store_true",
+                    help="feed the task file's prompt exactly as kvcompact task-eval does (context ids, then the question "
+                         "tail verbatim, no chat template; BOS only where the tokenizer adds one), not wrapped in the "
+                         "model's chat template as kvpress's pipeline does by default")
     ap.add_argument("--align-keep", action="store_true",
                     help="give kvpress cr - 1e-12 so it keeps kvcompact's floor(r * T) entries")
     args = ap.parse_args()
@@ -195,7 +214,7 @@ def main():
 
     if args.scorer not in kv_evaluate.SCORER_REGISTRY:
         sys.exit(f"--scorer: {args.scorer!r} is not in kvpress's SCORER_REGISTRY ({sorted(kv_evaluate.SCORER_REGISTRY)})")
-    df = load_local(args.data, args.max_new_tokens or 32)
+    df = load_local(args.data, args.max_new_tokens or 32, args.plain_prompt)
     local_name = f"local:{args.data}"
     kv_evaluate.DATASET_REGISTRY[local_name] = local_name
     kv_evaluate.SCORER_REGISTRY[local_name] = kv_evaluate.SCORER_REGISTRY[args.scorer]
@@ -217,6 +236,12 @@ def main():
     else:
         model = AutoModelForCausalLM.from_pretrained(str(args.model), dtype=torch.float32, **akw).eval()
         tok = AutoTokenizer.from_pretrained(str(args.model))
+    if args.plain_prompt:
+        # kvpress's pipeline renders [user: context + separator] with the chat template and splits at
+        # the separator; this template renders the content alone (BOS first where the tokenizer adds
+        # one), so context and question are tokenized exactly as written (question_suffix "").
+        bos = "{{ bos_token }}" if adds_bos(args.model, tok) else ""
+        tok.chat_template = bos + "{% for message in messages %}{{ message['content'] }}{% endfor %}"
     pipe = pipeline("kv-press-text-generation", model=model, tokenizer=tok, device="cpu")
 
     class LocalRunner(kv_evaluate.EvaluationRunner):
