@@ -139,6 +139,15 @@ def check_writable(path, flag):
         fail(f"{flag} {path}: folder {folder} does not exist or is not writable")
 
 
+def check_snapkv_window(n_tokens, names, flag):
+    """Exits with an error when a context of n_tokens is too short for kvpress's SnapKV (and AdaKV
+    over it): its compress asserts the context is longer than its 64-token window."""
+    window = 64
+    if n_tokens <= window and any(p in ("SnapKV", "AdaKV(SnapKV)") for p in names):
+        fail(f"{flag} {n_tokens}: SnapKV and AdaKV(SnapKV) need more than their {window}-token window "
+             f"(kvpress asserts it); give more, or drop them from --presses")
+
+
 def make_press(name, cr, kvpress):
     if name == "SnapKV":
         return kvpress.SnapKVPress(compression_ratio=cr)
@@ -277,10 +286,7 @@ def main():
             fail(f"--presses: unknown press '{p}' (valid: {', '.join(known)})")
     if not names:
         fail("--presses: empty list")
-    window = 64  # kvpress's SnapKV window; its compress asserts the context is longer
-    if a.context_tokens <= window and any(p in ("SnapKV", "AdaKV(SnapKV)") for p in names):
-        fail(f"--context-tokens {a.context_tokens}: SnapKV and AdaKV(SnapKV) need more than their {window}-token "
-             f"window (kvpress asserts it); give more, or drop them from --presses")
+    check_snapkv_window(a.context_tokens, names, "--context-tokens")
     try:
         import torch
         import kvpress

@@ -38,8 +38,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_kvpress import (PAIRS, delta_points, load_peer_model, mean_sem, prefill_capture,  # noqa: E402
-                             press_cache, split_am_specs, write_comparison_figure)
+from compare_kvpress import (PAIRS, check_snapkv_window, delta_points, load_peer_model, mean_sem,  # noqa: E402
+                             prefill_capture, press_cache, split_am_specs, write_comparison_figure)
 from compare_kvpress_ruler import write_atomic  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,10 +110,7 @@ def main():
     am_specs = split_am_specs(a.am)
     if a.threads < 1:
         fail(f"--threads {a.threads}: give 1 or more")
-    window = 64  # kvpress's SnapKV window; its compress asserts the context is longer
-    if a.max_context_tokens <= window and any(p in ("SnapKV", "AdaKV(SnapKV)") for p in names):
-        fail(f"--max-context-tokens {a.max_context_tokens}: SnapKV and AdaKV(SnapKV) need more than their "
-             f"{window}-token window (kvpress asserts it)")
+    check_snapkv_window(a.max_context_tokens, names, "--max-context-tokens")
     for f, what in ((a.model, "model"), (a.data, "data file"), (a.kvcompact, "kvcompact (not built)")):
         if not os.path.exists(f):
             fail(f"{f}: no such {what}")

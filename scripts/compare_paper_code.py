@@ -39,7 +39,9 @@ import os
 import sys
 import time
 
-os.environ.setdefault("TQDM_DISABLE", "1")  # no GGUF-loader progress bars from transformers
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# compare_kvpress first: importing it turns off the GGUF loader's tqdm bars (before transformers).
+from compare_kvpress import check_writable, continuation_nll, load_peer_model  # noqa: E402
 
 
 def fail(msg):
@@ -100,9 +102,7 @@ def main():
     if a.threads < 1:
         fail(f"--threads {a.threads}: give 1 or more")
     if a.out_json:
-        folder = os.path.dirname(os.path.abspath(a.out_json))
-        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-            fail(f"--out-json {a.out_json}: folder {folder} does not exist or is not writable")
+        check_writable(a.out_json, "--out-json")
     if downstream:
         for flag, v in (("--kvc", a.kvc), ("--model", a.model), ("--continuation", a.continuation)):
             if not v:
@@ -176,7 +176,7 @@ def main():
           f"load average {os.getloadavg()[0]:.1f}")
     result = {"method": man["method"], "ratio": man["ratio"], "rows": rows}
     if downstream:
-        result["downstream"] = downstream_nll(a, man, paper_heads, prepared)
+        result["downstream"] = downstream_nll(a, man, paper_heads, prepared, type(algo).__name__)
     if a.out_json:
         try:
             with open(a.out_json, "w") as f:
@@ -185,13 +185,14 @@ def main():
             fail(f"--out-json {a.out_json}: {e}")
 
 
-def load_head(dump, h):
-    """(K [T, d], V [T, d], Q [n, d], selected [t], beta [t], C2 [t, d]) of manifest entry h, as
-    `compact --dump-heads` writes them; exits with an error naming the file that is missing or bad."""
+def load_head(dump, h, parts=("K", "V", "Q", "selected", "beta", "C2")):
+    """The arrays `parts` of manifest entry h as `compact --dump-heads` writes them (by default
+    K [T, d], V [T, d], Q [n, d], selected [t], beta [t], C2 [t, d]); exits with an error naming the
+    file that is missing or bad."""
     import numpy as np
     base = os.path.join(dump, f"L{h['layer']}H{h['kv_head']}_")
     out = []
-    for part in ("K", "V", "Q", "selected", "beta", "C2"):
+    for part in parts:
         try:
             out.append(np.load(base + part + ".npy"))
         except (OSError, ValueError) as e:
@@ -205,8 +206,6 @@ def downstream_prepare(a, man):
     the same `compact` call), its context ids, the continuation ids, and transformers' model."""
     import numpy as np
     import torch
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from compare_kvpress import load_peer_model
     try:
         import kvcompact
         from transformers import AutoModelForCausalLM
@@ -221,7 +220,7 @@ def downstream_prepare(a, man):
         fail(f"{a.kvc}: made with method '{comp.method}', the dump with '{man['method']}' (write both with one `compact` call)")
     for h in man["heads"]:
         l, g = h["layer"], h["kv_head"]
-        K, _, _, sel, beta, C2 = load_head(a.dump, h)
+        K, sel, beta, C2 = load_head(a.dump, h, ("K", "selected", "beta", "C2"))
         c1, b, c2 = (np.asarray(x) for x in comp.head(l, g))
         same = (c1.shape[0] == len(sel) and np.allclose(c1, K[sel], rtol=1e-5, atol=1e-5)
                 and np.allclose(b, beta, rtol=1e-5, atol=1e-5) and np.allclose(c2, C2, rtol=1e-5, atol=1e-5))
@@ -245,12 +244,11 @@ def downstream_prepare(a, man):
     return native, comp, ctx, cont, model
 
 
-def downstream_nll(a, man, paper_heads, prepared):
+def downstream_nll(a, man, paper_heads, prepared, paper_name):
     """Continuation NLL (nats/token) over the full cache, kvcompact's .kvc and the paper's C1 / beta /
     C2, all in transformers on the same GGUF and ids; plus kvcompact's native NLL of its .kvc."""
     import numpy as np
     import torch
-    from compare_kvpress import continuation_nll
     from kvcompact import hf as kvhf
     from transformers import DynamicCache
 
@@ -281,7 +279,7 @@ def downstream_nll(a, man, paper_heads, prepared):
     print(f"  full cache NLL {full:.4f} nats/token")
     print(f"  kvcompact {man['method']}: delta {kvc - full:+.4f}  (kvcompact's native forward over the same .kvc: "
           f"delta {native_nll - full:+.4f})")
-    print(f"  paper's {type(paper_algorithm(a.algo)).__name__}: delta {paper - full:+.4f}")
+    print(f"  paper's {paper_name}: delta {paper - full:+.4f}")
     print(f"  kvcompact - paper: {kvc - paper:+.2e}")
     return {"context_tokens": T, "continuation_tokens": len(cont), "full_nll": full,
             "kvcompact_delta": kvc - full, "kvcompact_native_delta": native_nll - full, "paper_delta": paper - full}
