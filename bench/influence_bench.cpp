@@ -31,11 +31,10 @@ const std::string kModel = std::string(KVC_SHARED_DIR) + "/models/stories260K/st
 const std::string kData = std::string(KVC_SHARED_DIR) + "/data/tinystories/tinystories_val_head.txt";
 
 struct Capture : ForwardObserver {
-  int dim = 0;
   std::vector<std::vector<float>> x;
-  void on_layer_input(int layer, const float* h, int n) override {
-    if (static_cast<int>(x.size()) <= layer) x.resize(layer + 1);
-    x[layer].assign(h, h + static_cast<std::size_t>(n) * dim);
+  void on_layer_input(const LayerInputView& v) override {
+    if (static_cast<int>(x.size()) <= v.layer) x.resize(v.layer + 1);
+    x[v.layer].assign(v.x.all().begin(), v.x.all().end());
   }
 };
 
@@ -88,7 +87,6 @@ const Setup* setup() {
         s->base.head(l, h) = to_head_cache(s->matcher.back()->compact(t_base), src);
       }
     s->fed.assign(ids.begin() + s->T, ids.end() - 1);
-    s->capture.dim = c.dim;
     KVCache work = s->base;
     ForwardOptions o;
     o.logits = LogitsMode::All;

@@ -89,11 +89,11 @@ TEST_F(ChunkedTest, EachChunkIsCompactedAgainstItselfAlone) {
     struct Collect : ForwardObserver {
       ReferenceQueries* q;
       int skip, H, d, g, nh;
-      void on_queries(int layer, const float* x, int n, int) override {
+      void on_queries(const QueryView& v) override {
         for (int kv = 0; kv < H; ++kv)
-          for (int i = skip; i < n; ++i)
+          for (int i = skip; i < v.q.n_tokens; ++i)
             for (int j = kv * g; j < (kv + 1) * g; ++j)
-              q->at(layer, kv).insert(q->at(layer, kv).end(), x + (i * nh + j) * d, x + (i * nh + j + 1) * d);
+              q->at(v.layer, kv).insert(q->at(v.layer, kv).end(), v.q.head(i, j).begin(), v.q.head(i, j).end());
       }
     } collect;
     collect.q = &q, collect.skip = skip, collect.H = H, collect.d = d, collect.g = model_->config.group_size(),

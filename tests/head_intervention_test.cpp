@@ -137,9 +137,9 @@ TEST(HeadIntervention, MeanOfTheSamePositionIsANoOpAndMeansAreAverages) {
   // Means over two documents == plain average of captured outputs.
   struct Capture : ForwardObserver {
     std::vector<std::vector<float>> rows;  // per layer, concatenated rows
-    void on_attention_output(const AttentionContext& ctx, float* att) override {
+    void on_attention_output(const AttentionContext& ctx, HeadRows<float> att) override {
       if (static_cast<int>(rows.size()) <= ctx.layer) rows.resize(ctx.layer + 1);
-      rows[ctx.layer].insert(rows[ctx.layer].end(), att, att + ctx.n_tokens * ctx.n_heads * ctx.head_dim);
+      rows[ctx.layer].insert(rows[ctx.layer].end(), att.all().begin(), att.all().end());
     }
   } cap;
   const std::vector<std::vector<int>> docs = {{1, 2, 3, 4}, {9, 8, 7}};
@@ -156,11 +156,9 @@ TEST(HeadIntervention, MeanOfTheSamePositionIsANoOpAndMeansAreAverages) {
   // a mean-ablated head's output is the stored mean at every position
   struct After : ForwardObserver {
     std::vector<float> got;
-    void on_attention_output(const AttentionContext& ctx, float* att) override {
+    void on_attention_output(const AttentionContext& ctx, HeadRows<float> att) override {
       if (ctx.layer == 1)
-        for (int i = 0; i < ctx.n_tokens; ++i)
-          got.insert(got.end(), att + i * ctx.n_heads * ctx.head_dim + 2 * ctx.head_dim,
-                     att + i * ctx.n_heads * ctx.head_dim + 3 * ctx.head_dim);
+        for (int i = 0; i < ctx.n_tokens(); ++i) got.insert(got.end(), att.head(i, 2).begin(), att.head(i, 2).end());
     }
   } after;
   HeadIntervention mean_one(m.config, {{1, 2}}, Ablation::Mean, &hm, &after);

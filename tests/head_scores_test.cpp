@@ -47,9 +47,9 @@ TEST(HeadScores, RetrievalMatchesPlainRecomputation) {
   ASSERT_NE(c0, std::string::npos);
   struct Q : ForwardObserver {
     std::vector<std::vector<float>> q;
-    void on_queries(int layer, const float* qq, int n, int) override {
-      q.resize(std::max<std::size_t>(q.size(), layer + 1));
-      q[layer].assign(qq, qq + n * 64);  // n_heads 8 x head_dim 8
+    void on_queries(const QueryView& v) override {
+      q.resize(std::max<std::size_t>(q.size(), v.layer + 1));
+      q[v.layer].assign(v.q.all().begin(), v.q.all().end());  // n_heads 8 x head_dim 8
     }
   } cap;
   ASSERT_EQ(c.n_heads * c.head_dim, 64);

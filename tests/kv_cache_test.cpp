@@ -46,5 +46,31 @@ TEST(KVCache, UnknownHeadThrows) {
   EXPECT_THROW(cache.head(-1, 0), Error);
 }
 
+TEST(KVCache, RollbackDropsWhatWasAppendedSinceTheMark) {
+  KVCache cache(2, 2, 2);
+  const float a[2] = {1, 2}, b[2] = {3, 4};
+  cache.head(0, 1).append(a, b, 2, 0.5f, 0);
+  cache.next_position = 1;
+  const KVCache copy = cache;
+  const CacheMark m = cache.mark();
+  cache.head(0, 1).append(b, a, 2, 0.0f, 1);
+  cache.head(1, 0).append(b, a, 2, 0.0f, 1);
+  cache.next_position = 2;
+  cache.rollback(m);
+  EXPECT_EQ(cache.next_position, 1);
+  for (int l = 0; l < 2; ++l)
+    for (int g = 0; g < 2; ++g) {
+      EXPECT_EQ(cache.head(l, g).keys, copy.head(l, g).keys);
+      EXPECT_EQ(cache.head(l, g).values, copy.head(l, g).values);
+      EXPECT_EQ(cache.head(l, g).beta, copy.head(l, g).beta);
+      EXPECT_EQ(cache.head(l, g).positions, copy.head(l, g).positions);
+    }
+  // A head shorter than at the mark (replaced, e.g. compacted) and a mark of another shape throw.
+  cache.head(0, 1) = HeadCache{};
+  EXPECT_THROW(cache.rollback(m), Error);
+  KVCache other(1, 2, 2);
+  EXPECT_THROW(other.rollback(m), Error);
+}
+
 }  // namespace
 }  // namespace kvcompact

@@ -39,14 +39,14 @@ std::vector<int>* OnPolicyTest::ids_ = nullptr;
 class OneLayer : public ForwardObserver {
  public:
   OneLayer(const ModelConfig& c, int layer, int skip, ReferenceQueries& out) : c_(c), l_(layer), skip_(skip), out_(out) {}
-  void on_queries(int layer, const float* q, int n, int) override {
-    if (layer != l_) return;
-    const int d = c_.head_dim, g = c_.group_size();
+  void on_queries(const QueryView& v) override {
+    if (v.layer != l_) return;
+    const int g = c_.group_size();
     for (int kv = 0; kv < c_.n_kv_heads; ++kv)
-      for (int i = skip_; i < n; ++i)
+      for (int i = skip_; i < v.q.n_tokens; ++i)
         for (int h = kv * g; h < (kv + 1) * g; ++h) {
-          const float* src = q + (static_cast<std::size_t>(i) * c_.n_heads + h) * d;
-          out_.at(l_, kv).insert(out_.at(l_, kv).end(), src, src + d);
+          const std::span<const float> src = v.q.head(i, h);
+          out_.at(l_, kv).insert(out_.at(l_, kv).end(), src.begin(), src.end());
         }
   }
 

@@ -16,10 +16,9 @@ using testing::small_config;
 
 struct LayerInputs : ForwardObserver {
   std::vector<std::vector<float>> x;
-  int dim = 0;
-  void on_layer_input(int layer, const float* h, int n) override {
-    if (static_cast<int>(x.size()) <= layer) x.resize(layer + 1);
-    x[layer].assign(h, h + static_cast<std::size_t>(n) * dim);
+  void on_layer_input(const LayerInputView& v) override {
+    if (static_cast<int>(x.size()) <= v.layer) x.resize(v.layer + 1);
+    x[v.layer].assign(v.x.all().begin(), v.x.all().end());
   }
 };
 
@@ -30,7 +29,6 @@ TEST(TransformerHooks, ResumingAtALayerIsBitIdentical) {
   KVCache base = tr.make_cache();
   tr.forward(context, base);
   LayerInputs cap;
-  cap.dim = m.config.dim;
   ForwardOptions all;
   all.logits = LogitsMode::All;
   all.observer = &cap;
@@ -54,8 +52,9 @@ TEST(TransformerHooks, ResumingAtALayerIsBitIdentical) {
 
 struct ZeroLayerAttention : ForwardObserver {
   int layer = 0, q_dim = 0;
-  void on_attention_output(const AttentionContext& ctx, float* att) override {
-    if (ctx.layer == layer) std::fill(att, att + static_cast<std::size_t>(ctx.n_tokens) * q_dim, 0.0f);
+  void on_attention_output(const AttentionContext& ctx, HeadRows<float> att) override {
+    ASSERT_EQ(att.width(), static_cast<std::size_t>(q_dim));
+    if (ctx.layer == layer) std::fill(att.all().begin(), att.all().end(), 0.0f);
   }
 };
 

@@ -366,13 +366,40 @@ TEST(Transformer, RopePositionContinuityFromNextPosition) {
                      ref_forward(m.config, m.weights, tokens, 0, {}), 0, 1e-3);
 }
 
+// mark() + forward + rollback() is a fork of the cache: afterwards the cache equals a deep copy taken
+// at the mark, and feeding other tokens gives the logits the copy gives.
+TEST(Transformer, RollbackAfterAForwardEqualsADeepCopy) {
+  const RandomModel m = make_random_model(small_config(), 21);
+  Transformer tf(m.config, m.weights);
+  KVCache cache = tf.make_cache();
+  tf.forward(test_tokens(9, m.config.vocab_size, 3), cache, {LogitsMode::None});
+  cache.head(1, 0).beta[2] = 0.75f;  // a biased entry, as after compaction
+  const KVCache copy = cache;
+  const CacheMark mark = cache.mark();
+  tf.forward(test_tokens(5, m.config.vocab_size, 4), cache, {LogitsMode::None});
+  ASSERT_EQ(cache.next_position, 14);
+  cache.rollback(mark);
+  EXPECT_EQ(cache.next_position, copy.next_position);
+  for (int l = 0; l < m.config.n_layers; ++l)
+    for (int g = 0; g < m.config.n_kv_heads; ++g) {
+      EXPECT_EQ(cache.head(l, g).keys, copy.head(l, g).keys);
+      EXPECT_EQ(cache.head(l, g).values, copy.head(l, g).values);
+      EXPECT_EQ(cache.head(l, g).beta, copy.head(l, g).beta);
+      EXPECT_EQ(cache.head(l, g).positions, copy.head(l, g).positions);
+    }
+  KVCache from_copy = copy;
+  const auto tokens = test_tokens(4, m.config.vocab_size, 5);
+  EXPECT_EQ(tf.forward(tokens, cache, {LogitsMode::All}), tf.forward(tokens, from_copy, {LogitsMode::All}));
+}
+
 TEST(Transformer, ObserverSeesRopedQueries) {
   struct Obs : ForwardObserver {
     std::vector<int> layers, firsts, ns;
     std::vector<float> q0;
-    void on_queries(int layer, const float* q, int n, int first) override {
-      layers.push_back(layer), firsts.push_back(first), ns.push_back(n);
-      if (layer == 0) q0.assign(q, q + n * 48);
+    void on_queries(const QueryView& v) override {
+      layers.push_back(v.layer), firsts.push_back(v.first_position), ns.push_back(v.q.n_tokens);
+      EXPECT_EQ(v.q.width(), 48u);
+      if (v.layer == 0) q0.assign(v.q.all().begin(), v.q.all().end());
     }
   } obs;
   const RandomModel m = make_random_model(small_config(), 18);

@@ -48,23 +48,22 @@ HeadIntervention::HeadIntervention(const ModelConfig& config, std::vector<QueryH
   }
 }
 
-void HeadIntervention::on_queries(int layer, const float* q, int n_tokens, int first_position) {
-  if (inner_) inner_->on_queries(layer, q, n_tokens, first_position);
+void HeadIntervention::on_queries(const QueryView& v) {
+  if (inner_) inner_->on_queries(v);
 }
 
-void HeadIntervention::on_layer_input(int layer, const float* x, int n_tokens) {
-  if (inner_) inner_->on_layer_input(layer, x, n_tokens);
+void HeadIntervention::on_layer_input(const LayerInputView& v) {
+  if (inner_) inner_->on_layer_input(v);
 }
 
-void HeadIntervention::on_attention_output(const AttentionContext& ctx, float* att) {
+void HeadIntervention::on_attention_output(const AttentionContext& ctx, HeadRows<float> att) {
   const std::vector<int>& masked = by_layer_[ctx.layer];
-  const int hd = ctx.head_dim, n = ctx.n_tokens;
-  const std::size_t stride = static_cast<std::size_t>(ctx.n_heads) * hd;
-  const int group = ctx.n_heads / ctx.n_kv_heads;
+  const int hd = ctx.head_dim(), n = ctx.n_tokens();
+  const int group = ctx.group_size();
   std::vector<double> acc;
   for (int h : masked) {
     for (int i = 0; i < n; ++i) {
-      float* out = att + i * stride + static_cast<std::size_t>(h) * hd;
+      float* out = att.head(i, h).data();
       switch (ablation_) {
         case Ablation::Zero:
           std::fill(out, out + hd, 0.0f);

@@ -34,9 +34,9 @@ class HeadIntervention : public ForwardObserver {
   HeadIntervention(const ModelConfig& config, std::vector<QueryHeadId> heads, Ablation ablation,
                    const HeadMeans* means = nullptr, ForwardObserver* inner = nullptr);
 
-  void on_queries(int layer, const float* q, int n_tokens, int first_position) override;
-  void on_layer_input(int layer, const float* x, int n_tokens) override;
-  void on_attention_output(const AttentionContext& ctx, float* att) override;
+  void on_queries(const QueryView& v) override;
+  void on_layer_input(const LayerInputView& v) override;
+  void on_attention_output(const AttentionContext& ctx, HeadRows<float> att) override;
 
   const std::vector<QueryHeadId>& heads() const { return heads_; }
 

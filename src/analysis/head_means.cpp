@@ -18,11 +18,12 @@ namespace {
 
 struct MeanAccumulator : ForwardObserver {
   std::vector<std::vector<double>> sum;  // [n_layers][n_heads*head_dim]
-  void on_attention_output(const AttentionContext& ctx, float* att) override {
-    const std::size_t width = static_cast<std::size_t>(ctx.n_heads) * ctx.head_dim;
+  void on_attention_output(const AttentionContext& ctx, HeadRows<float> att) override {
     std::vector<double>& s = sum[ctx.layer];
-    for (int i = 0; i < ctx.n_tokens; ++i)
-      for (std::size_t j = 0; j < width; ++j) s[j] += att[i * width + j];
+    for (int i = 0; i < att.n_tokens; ++i) {
+      const std::span<const float> row = att.row(i);
+      for (std::size_t j = 0; j < row.size(); ++j) s[j] += row[j];
+    }
   }
 };
 

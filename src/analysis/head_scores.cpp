@@ -22,11 +22,11 @@ namespace {
 // Attention weights of one query row of query head h against the visible entries of its KV head
 // view: scores q.k/sqrt(d) + beta, softmax. Writes `visible` weights into w.
 void row_weights(const AttentionContext& ctx, int row, int h, std::vector<double>& w) {
-  const int group = ctx.n_heads / ctx.n_kv_heads, hd = ctx.head_dim;
-  const AttentionHeadView& v = ctx.heads[h / group];
-  const int visible = v.length - ctx.n_tokens + row + 1;
-  const int lo = first_visible(v, ctx.n_tokens, row);  // sliding window: earlier entries weigh 0
-  const float* q = ctx.q + static_cast<std::size_t>(row) * ctx.n_heads * hd + static_cast<std::size_t>(h) * hd;
+  const int hd = ctx.head_dim();
+  const AttentionHeadView& v = ctx.heads[static_cast<std::size_t>(h / ctx.group_size())];
+  const int visible = v.length - ctx.n_tokens() + row + 1;
+  const int lo = first_visible(v, ctx.n_tokens(), row);  // sliding window: earlier entries weigh 0
+  const float* q = ctx.q.head(row, h).data();
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   w.assign(visible, 0.0);
   double mx = -INFINITY;
@@ -73,11 +73,11 @@ struct RetrievalObserver : ForwardObserver {
   int first_row = 0;  // row predicting the first needle token
   int n_heads = 0;
   std::vector<double> hits;  // [n_layers * n_heads]
-  void on_attention_output(const AttentionContext& ctx, float*) override {
+  void on_attention_output(const AttentionContext& ctx, HeadRows<float>) override {
     std::vector<double> w;
-    for (int row = first_row; row + 1 < ctx.n_tokens; ++row) {
+    for (int row = first_row; row + 1 < ctx.n_tokens(); ++row) {
       const int target = (*ids)[row + 1];
-      for (int h = 0; h < ctx.n_heads; ++h) {
+      for (int h = 0; h < ctx.n_heads(); ++h) {
         row_weights(ctx, row, h, w);
         const int j = static_cast<int>(std::max_element(w.begin(), w.end()) - w.begin());
         // entries are the sequence's own tokens: the cache started empty
@@ -165,11 +165,11 @@ struct EntropyObserver : ForwardObserver {
   int n_heads = 0;
   std::vector<double> sum;  // [n_layers * n_heads]
   long long rows = 0;       // rows counted per head
-  void on_attention_output(const AttentionContext& ctx, float*) override {
-    const int first = ctx.heads[0].length - ctx.n_tokens;  // entries before row 0
+  void on_attention_output(const AttentionContext& ctx, HeadRows<float>) override {
+    const int first = ctx.heads[0].length - ctx.n_tokens();  // entries before row 0
     std::vector<double> w;
-    for (int row = std::max(0, 1 - first); row < ctx.n_tokens; ++row) {
-      for (int h = 0; h < ctx.n_heads; ++h) {
+    for (int row = std::max(0, 1 - first); row < ctx.n_tokens(); ++row) {
+      for (int h = 0; h < ctx.n_heads(); ++h) {
         row_weights(ctx, row, h, w);
         double e = 0;
         for (double p : w)

@@ -33,11 +33,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 /// Hidden states entering every layer, captured from one forward.
 struct LayerInputCapture : ForwardObserver {
-  int dim = 0;
   std::vector<std::vector<float>> x;  // [n_layers][n, dim]
-  void on_layer_input(int layer, const float* h, int n) override {
-    if (static_cast<int>(x.size()) <= layer) x.resize(layer + 1);
-    x[layer].assign(h, h + static_cast<std::size_t>(n) * dim);
+  void on_layer_input(const LayerInputView& v) override {
+    if (static_cast<int>(x.size()) <= v.layer) x.resize(v.layer + 1);
+    x[v.layer].assign(v.x.all().begin(), v.x.all().end());
   }
 };
 
@@ -162,7 +161,9 @@ DocumentInfluence sweep_context(
   }
   // Mean over spans of the span's mean NLL over a cache, optionally resuming at `first_layer`
   // with the captured inputs of that layer (one capture per span).
-  auto eval = [&](const KVCache& cache, int first_layer, std::vector<LayerInputCapture>* capture_out,
+  // The spans' tokens are fed onto `cache` itself and rolled back afterwards (KVCache::mark), so no
+  // point pays for a copy of the whole cache.
+  auto eval = [&](KVCache& cache, int first_layer, std::vector<LayerInputCapture>* capture_out,
                   const std::vector<LayerInputCapture>* capture_in) {
     double sum = 0;
     for (std::size_t s = 0; s < spans.size(); ++s) {
@@ -175,7 +176,7 @@ DocumentInfluence sweep_context(
         targets = targets.subspan(1);
       }
       if (!f.tokens.empty()) {
-        KVCache work = cache;
+        const CacheMark mark = cache.mark();
         ForwardOptions o;
         o.logits = LogitsMode::All;
         if (capture_in != nullptr && first_layer > 0) {
@@ -183,7 +184,8 @@ DocumentInfluence sweep_context(
           o.layer_input = (*capture_in)[s].x[first_layer].data();
         }
         if (capture_out != nullptr) o.observer = &(*capture_out)[s];
-        const std::vector<float> logits = tr.forward(f.tokens, work, o);
+        const std::vector<float> logits = tr.forward(f.tokens, cache, o);
+        cache.rollback(mark);
         const std::size_t row0 = static_cast<std::size_t>(std::max(f.first_row, 0));
         total += sequence_nll(std::span<const float>(logits).subspan(row0 * V, targets.size() * V), V, targets);
       }
@@ -192,7 +194,6 @@ DocumentInfluence sweep_context(
     return sum / static_cast<double>(spans.size());
   };
   std::vector<LayerInputCapture> capture(spans.size());
-  for (auto& cap : capture) cap.dim = c.dim;
   DocumentInfluence out;
   out.document = document;
   out.context_tokens = T;
@@ -216,16 +217,18 @@ DocumentInfluence sweep_context(
     const HeadCompactor& hc = *compactor[static_cast<std::size_t>(head.layer) * H + head.kv_head];
     const HeadCache& src = pre.cache.head(head.layer, head.kv_head);
     std::vector<double> delta;
-    KVCache cache = base;
+    HeadCache& slot = base.head(head.layer, head.kv_head);
+    const HeadCache baseline_head = slot;  // put back after the head's grid
     for (double r : options.grid) {
-      cache.head(head.layer, head.kv_head) = to_head_cache(hc.compact(kept_entries(r, T)), src);
-      const double nll = options.reuse_prefix ? eval(cache, head.layer, nullptr, &capture)
-                                              : eval(cache, 0, nullptr, nullptr);
+      slot = to_head_cache(hc.compact(kept_entries(r, T)), src);
+      const double nll = options.reuse_prefix ? eval(base, head.layer, nullptr, &capture)
+                                              : eval(base, 0, nullptr, nullptr);
       if (!std::isfinite(nll))
         throw Error(fmt::format("document {}: head {} at ratio {} gave a non-finite NLL", document + 1,
                                 head_name(head.layer, head.kv_head), r));
       delta.push_back(nll - out.baseline_nll);
     }
+    slot = baseline_head;
     out.heads.push_back(head);
     out.delta.push_back(std::move(delta));
     out.seconds = seconds_since(t_start);

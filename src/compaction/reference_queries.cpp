@@ -60,16 +60,16 @@ void ReferenceQueries::subsample(int cap, uint64_t seed) {
   }
 }
 
-void QueryCollector::on_queries(int layer, const float* q, int n_tokens, int) {
-  const int d = c_.head_dim, g = c_.group_size();
+void QueryCollector::on_queries(const QueryView& v) {
+  const int d = c_.head_dim, g = c_.group_size(), n_tokens = v.q.n_tokens;
   if (n_tokens <= skip_) return;
   for (int kv = 0; kv < c_.n_kv_heads; ++kv) {
-    auto& rows = out_.at(layer, kv);
+    auto& rows = out_.at(v.layer, kv);
     rows.reserve(rows.size() + static_cast<std::size_t>(n_tokens - skip_) * g * d);
     for (int i = skip_; i < n_tokens; ++i)
       for (int h = kv * g; h < (kv + 1) * g; ++h) {
-        const float* src = q + (static_cast<std::size_t>(i) * c_.n_heads + h) * d;
-        rows.insert(rows.end(), src, src + d);
+        const std::span<const float> src = v.q.head(i, h);
+        rows.insert(rows.end(), src.begin(), src.end());
       }
   }
 }
@@ -78,8 +78,9 @@ namespace {
 
 ReferenceQueries empty_like(const ModelConfig& c) { return ReferenceQueries(c.n_layers, c.n_kv_heads, c.head_dim); }
 
-/// Queries of the repeat: kRepeatPrompt then context[1:], fed after a copy of the context cache.
-ReferenceQueries repeat_queries(const Transformer& model, const Tokenizer& tokenizer, KVCache cache,
+/// Queries of the repeat: kRepeatPrompt then context[1:], fed after the context cache and rolled
+/// back (KVCache::mark), so `cache` is returned as it came.
+ReferenceQueries repeat_queries(const Transformer& model, const Tokenizer& tokenizer, KVCache& cache,
                                 std::span<const int> context, int source, std::vector<QuerySequence>& sequences) {
   std::vector<int> tail = tokenizer.encode(kRepeatPrompt, /*add_bos=*/false);
   const int skip = static_cast<int>(tail.size());
@@ -90,13 +91,16 @@ ReferenceQueries repeat_queries(const Transformer& model, const Tokenizer& token
   ForwardOptions opt;
   opt.logits = LogitsMode::None;
   opt.observer = &collector;
+  const CacheMark mark = cache.mark();
   model.forward(tail, cache, opt);
+  cache.rollback(mark);
   return q;
 }
 
-/// Queries of self-study generations continuing the context cache.
+/// Queries of self-study generations continuing the context cache; each generation is rolled back
+/// (KVCache::mark), so context_cache is returned as it came.
 ReferenceQueries self_study_queries(const Transformer& model, const Tokenizer& tokenizer,
-                                    const KVCache& context_cache, std::span<const float> last_logits,
+                                    KVCache& context_cache, std::span<const float> last_logits,
                                     const SelfStudyOptions& o, uint64_t seed, int source,
                                     std::vector<QuerySequence>& sequences) {
   if (o.count < 0 || o.length < 1)
@@ -106,8 +110,10 @@ ReferenceQueries self_study_queries(const Transformer& model, const Tokenizer& t
   ForwardOptions opt;
   opt.logits = LogitsMode::Last;
   opt.observer = &collector;
+  const CacheMark context_mark = context_cache.mark();
   for (int s = 0; s < o.count; ++s) {
-    KVCache cache = context_cache;
+    KVCache& cache = context_cache;
+    cache.rollback(context_mark);
     // Sized by the tokenizer: padded vocabulary rows (no token) are never drawn.
     Sampler sampler(std::min(model.config().vocab_size, tokenizer.vocab_size()), o.temperature, o.top_p,
                     seed * 7919 + s + 1);
@@ -126,6 +132,7 @@ ReferenceQueries self_study_queries(const Transformer& model, const Tokenizer& t
     }
     if (!fed.tokens.empty()) sequences.push_back(std::move(fed));
   }
+  context_cache.rollback(context_mark);
   return q;
 }
 
@@ -207,7 +214,7 @@ ContextPrefill collect_reference_queries(const Transformer& model, const Tokeniz
   return out;
 }
 
-ReferenceQueries repeat_queries_over(const Transformer& model, const Tokenizer& tokenizer, const KVCache& cache,
+ReferenceQueries repeat_queries_over(const Transformer& model, const Tokenizer& tokenizer, KVCache& cache,
                                      std::span<const int> context) {
   if (context.size() < 2)
     throw Error(fmt::format("reference queries need a context of at least 2 tokens, got {}", context.size()));

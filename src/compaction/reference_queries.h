@@ -46,7 +46,7 @@ class ReferenceQueries {
 class QueryCollector : public ForwardObserver {
  public:
   QueryCollector(const ModelConfig& c, int skip, ReferenceQueries& out) : c_(c), skip_(skip), out_(out) {}
-  void on_queries(int layer, const float* q, int n_tokens, int first_position) override;
+  void on_queries(const QueryView& v) override;
 
  private:
   const ModelConfig& c_;
@@ -109,11 +109,11 @@ ContextPrefill repeat_prefill(const Transformer& model, const Tokenizer& tokeniz
                               std::span<const int> context);
 
 /// Repeat-prefill queries over an existing cache: kRepeatPrompt (no BOS), then context[1:], fed
-/// after a copy of `cache` (which holds the context, possibly compacted); the queries of the
-/// context copy's positions, every query head of each KV head's group, position-major. Used to
-/// compact a cache again during generation (analysis/online_compaction.h). Throws Error when the
-/// context has fewer than 2 tokens.
-ReferenceQueries repeat_queries_over(const Transformer& model, const Tokenizer& tokenizer, const KVCache& cache,
+/// after `cache` (which holds the context, possibly compacted) and rolled back afterwards
+/// (KVCache::mark), so `cache` is returned unchanged; the queries of the context copy's positions,
+/// every query head of each KV head's group, position-major. Used to compact a cache again during
+/// generation (analysis/online_compaction.h). Throws Error when the context has fewer than 2 tokens.
+ReferenceQueries repeat_queries_over(const Transformer& model, const Tokenizer& tokenizer, KVCache& cache,
                                      std::span<const int> context);
 
 /// Prefills the context once and collects reference queries from every source of `plan`

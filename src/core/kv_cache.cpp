@@ -55,6 +55,26 @@ std::size_t KVCache::index(int layer, int kv_head) const {
   return static_cast<std::size_t>(layer) * n_kv_heads_ + kv_head;
 }
 
+CacheMark KVCache::mark() const {
+  CacheMark m;
+  m.lengths.reserve(heads_.size());
+  for (const auto& h : heads_) m.lengths.push_back(h.length());
+  m.next_position = next_position;
+  return m;
+}
+
+void KVCache::rollback(const CacheMark& m) {
+  if (m.lengths.size() != heads_.size())
+    throw Error(fmt::format("KV cache: a mark of {} heads cannot roll back a cache of {} heads", m.lengths.size(),
+                            heads_.size()));
+  for (std::size_t i = 0; i < heads_.size(); ++i)
+    if (heads_[i].length() < m.lengths[i])
+      throw Error(fmt::format("KV cache: head L{}H{} has {} entries, fewer than the {} at the mark", i / n_kv_heads_,
+                              i % n_kv_heads_, heads_[i].length(), m.lengths[i]));
+  for (std::size_t i = 0; i < heads_.size(); ++i) heads_[i].truncate(m.lengths[i]);
+  next_position = m.next_position;
+}
+
 std::size_t KVCache::total_entries() const {
   std::size_t n = 0;
   for (const auto& h : heads_) n += h.length();

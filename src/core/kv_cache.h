@@ -27,6 +27,12 @@ struct HeadCache {
   void truncate(std::size_t length);
 };
 
+/// A point to roll a KVCache back to: every head's length and next_position (KVCache::mark).
+struct CacheMark {
+  std::vector<std::size_t> lengths;  ///< [n_layers * n_kv_heads], layer-major
+  int next_position = 0;
+};
+
 /// KV cache of a whole model: n_layers x n_kv_heads HeadCaches. Heads may hold different numbers
 /// of entries (non-uniform compaction). Both kinds of layers are stored the same way: a
 /// sliding-window layer (layer_window(l) > 0, set by Transformer::make_cache) keeps every entry,
@@ -65,6 +71,15 @@ class KVCache {
   std::size_t bytes_with_lengths(const std::vector<int>& lengths) const;
   /// Drops every entry and resets next_position to 0.
   void clear();
+  /// The current lengths and next_position, for rollback(). Together they are the cheap fork of
+  /// this cache: feeding tokens only appends entries (Transformer::forward), so a forward after
+  /// mark() followed by rollback() leaves the cache bit-identical to the one marked, without the
+  /// deep copy a fork by value costs (n_layers * n_kv_heads * length * head_dim * 8 bytes).
+  CacheMark mark() const;
+  /// Drops every entry appended since `m` (HeadCache::truncate; storage is kept) and restores its
+  /// next_position. Throws Error when `m` is from a cache of another shape or a head is now
+  /// shorter than it was at the mark (entries were removed or replaced, e.g. by compaction).
+  void rollback(const CacheMark& m);
 
  private:
   std::size_t index(int layer, int kv_head) const;

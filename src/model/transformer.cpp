@@ -9,13 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "ops/attention.h"
-#include "core/dequant.h"
-#include "ops/geglu.h"
-#include "ops/matmul.h"
-#include "ops/rmsnorm.h"
 #include "ops/rope.h"
-#include "ops/swiglu.h"
 
 namespace kvcompact {
 
@@ -52,22 +46,14 @@ void add_bias(float* y, const std::vector<float>& b, int n) {
   }
 }
 
-// Activation buffers of one forward call. thread_local and grow-only, so that token-at-a-time
-// decoding does no heap allocation after the first call.
-struct Workspace {
-  std::vector<float> x, xn, q, k, v, att, proj, hb, hb2;
-  std::vector<std::vector<float>> cos, sin;  // per RoPE group
-  std::vector<AttentionHeadView> views;
-};
-
 void ensure(std::vector<float>& v, std::size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
 }  // namespace
 
-Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights)
-    : config_(config), weights_(weights) {
+Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights, const Backend& backend)
+    : config_(config), weights_(weights), backend_(backend) {
   const ModelConfig& c = config_;
   if (c.dim <= 0 || c.hidden_dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 ||
       c.head_dim <= 0 || c.vocab_size <= 0)
@@ -182,7 +168,9 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
   const int first_pos = cache.next_position;
   const std::size_t N = n;
 
-  thread_local Workspace ws;
+  const Backend& be = backend_;
+  const WorkspaceLease lease = be.acquire_workspace();
+  ForwardWorkspace& ws = *lease;
   ensure(ws.x, N * dim);
   ensure(ws.xn, N * dim);
   ensure(ws.q, N * qd);
@@ -218,7 +206,7 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
     std::copy(options.layer_input, options.layer_input + N * dim, x);
   } else {
     for (int i = 0; i < n; ++i)
-      weight_row_f32(weights_.token_embedding, tokens[i], dim, x + static_cast<std::size_t>(i) * dim);
+      be.weight_row(weights_.token_embedding, tokens[i], dim, x + static_cast<std::size_t>(i) * dim);
     if (c.embedding_scale != 1.0f)
       for (std::size_t i = 0; i < N * dim; ++i) x[i] *= c.embedding_scale;
   }
@@ -245,22 +233,22 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
     const LayerWeights& w = weights_.layers[l];
     const LayerSpec& spec = c.layer(l);
     const std::size_t rg = static_cast<std::size_t>(layer_rope_[static_cast<std::size_t>(l)]);
-    if (options.observer) options.observer->on_layer_input(l, x, n);
-    rmsnorm(x, w.attn_norm.data(), xn, n, dim, c.norm_eps);
-    matmul_wt(xn, w.wq, q, n, dim, qd);
-    matmul_wt(xn, w.wk, k, n, dim, kvd);
-    matmul_wt(xn, w.wv, v, n, dim, kvd);
+    if (options.observer) options.observer->on_layer_input(LayerInputView{l, TokenRows<const float>{x, n, dim}});
+    be.rmsnorm(x, w.attn_norm.data(), xn, n, dim, c.norm_eps);
+    be.matmul_wt(xn, w.wq, q, n, dim, qd);
+    be.matmul_wt(xn, w.wk, k, n, dim, kvd);
+    be.matmul_wt(xn, w.wv, v, n, dim, kvd);
     if (c.attention_qkv_bias) {
       add_bias(q, w.bq, n);
       add_bias(k, w.bk, n);
       add_bias(v, w.bv, n);
     }
     if (c.qk_norm) {  // Qwen3: RMSNorm over each head's head_dim values, before RoPE
-      rmsnorm(q, w.q_norm.data(), q, n * c.n_heads, hd, c.norm_eps);
-      rmsnorm(k, w.k_norm.data(), k, n * c.n_kv_heads, hd, c.norm_eps);
+      be.rmsnorm(q, w.q_norm.data(), q, n * c.n_heads, hd, c.norm_eps);
+      be.rmsnorm(k, w.k_norm.data(), k, n * c.n_kv_heads, hd, c.norm_eps);
     }
-    apply_rope(q, n, c.n_heads, hd, ws.cos[rg].data(), ws.sin[rg].data(), c.rope_style);
-    apply_rope(k, n, c.n_kv_heads, hd, ws.cos[rg].data(), ws.sin[rg].data(), c.rope_style);
+    be.rope(q, n, c.n_heads, hd, ws.cos[rg].data(), ws.sin[rg].data(), c.rope_style);
+    be.rope(k, n, c.n_kv_heads, hd, ws.cos[rg].data(), ws.sin[rg].data(), c.rope_style);
     if (spec.attention_scale > 0.0f) {
       // A logit scale other than 1/sqrt(head_dim) (Gemma's query_pre_attn_scalar^-1/2) is folded
       // into the queries, so that every consumer of q sees scores q.k/sqrt(head_dim).
@@ -268,7 +256,8 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
       if (m != 1.0f)
         for (std::size_t i = 0; i < N * qd; ++i) q[i] *= m;
     }
-    if (options.observer) options.observer->on_queries(l, q, n, first_pos);
+    if (options.observer)
+      options.observer->on_queries(QueryView{l, first_pos, HeadRows<const float>{q, n, c.n_heads, hd}});
 
     for (int g = 0; g < c.n_kv_heads; ++g) {
       HeadCache& h = cache.head(l, g);
@@ -284,27 +273,25 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
       ws.views[g] = AttentionHeadView{h.keys.data(), h.values.data(), h.beta.data(),
                                       static_cast<int>(h.length()), h.positions.data(), spec.window};
     }
-    causal_attention(q, n, c.n_heads, c.n_kv_heads, hd, ws.views.data(), att);
+    be.attention(q, n, c.n_heads, c.n_kv_heads, hd, ws.views.data(), att);
     if (options.observer) {
-      const AttentionContext ctx{l, n, first_pos, c.n_heads, c.n_kv_heads, hd, q, ws.views.data()};
-      options.observer->on_attention_output(ctx, att);
+      const AttentionContext ctx{l, first_pos, HeadRows<const float>{q, n, c.n_heads, hd},
+                                 std::span<const AttentionHeadView>(ws.views.data(), static_cast<std::size_t>(c.n_kv_heads))};
+      options.observer->on_attention_output(ctx, HeadRows<float>{att, n, c.n_heads, hd});
     }
 
     const bool post = spec.norm == NormPlacement::PrePost;
-    matmul_wt(att, w.wo, proj, n, qd, dim);
+    be.matmul_wt(att, w.wo, proj, n, qd, dim);
     if (c.attention_out_bias) add_bias(proj, w.bo, n);
-    if (post) rmsnorm(proj, w.attn_post_norm.data(), proj, n, dim, c.norm_eps);
+    if (post) be.rmsnorm(proj, w.attn_post_norm.data(), proj, n, dim, c.norm_eps);
     for (std::size_t i = 0; i < N * dim; ++i) x[i] += proj[i];
 
-    rmsnorm(x, w.ffn_norm.data(), xn, n, dim, c.norm_eps);
-    matmul_wt(xn, w.w_gate, hb, n, dim, hid);
-    matmul_wt(xn, w.w_up, hb2, n, dim, hid);
-    if (spec.mlp == MlpKind::GeGLUTanh)
-      geglu_tanh(hb, hb2, static_cast<long>(N) * hid);
-    else
-      swiglu(hb, hb2, static_cast<long>(N) * hid);
-    matmul_wt(hb, w.w_down, proj, n, hid, dim);
-    if (post) rmsnorm(proj, w.ffn_post_norm.data(), proj, n, dim, c.norm_eps);
+    be.rmsnorm(x, w.ffn_norm.data(), xn, n, dim, c.norm_eps);
+    be.matmul_wt(xn, w.w_gate, hb, n, dim, hid);
+    be.matmul_wt(xn, w.w_up, hb2, n, dim, hid);
+    be.gated_activation(spec.mlp, hb, hb2, static_cast<long>(N) * hid);
+    be.matmul_wt(hb, w.w_down, proj, n, hid, dim);
+    if (post) be.rmsnorm(proj, w.ffn_post_norm.data(), proj, n, dim, c.norm_eps);
     for (std::size_t i = 0; i < N * dim; ++i) x[i] += proj[i];
   }
   cache.next_position = first_pos + n;
@@ -326,9 +313,9 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
     }
     xr = xn = picked.data();  // normalised in place (the workspace holds only n rows)
   }
-  rmsnorm(xr, weights_.final_norm.data(), xn, rows, dim, c.norm_eps);
+  be.rmsnorm(xr, weights_.final_norm.data(), xn, rows, dim, c.norm_eps);
   logits.resize(static_cast<std::size_t>(rows) * c.vocab_size);
-  matmul_wt(xn, weights_.classifier_matrix(), logits.data(), rows, dim, c.vocab_size);
+  be.matmul_wt(xn, weights_.classifier_matrix(), logits.data(), rows, dim, c.vocab_size);
   if (c.final_logit_softcap > 0.0f) {
     const float cap = c.final_logit_softcap;
     for (float& v : logits) v = std::tanh(v / cap) * cap;

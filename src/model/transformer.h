@@ -7,51 +7,32 @@
 #include "core/config.h"
 #include "core/kv_cache.h"
 #include "core/weights.h"
+#include "model/backend.h"
+#include "model/forward_views.h"
 #include "ops/attention.h"
 
 namespace kvcompact {
 
-/// Which rows of logits a forward pass returns.
 /// Which rows' logits forward() returns: none, the last token's, every token's, or the rows
 /// listed in ForwardOptions::logit_rows (in that order).
 enum class LogitsMode { None, Last, All, Rows };
 
-/// What the attention of one layer read in a forward call. Query head h attends its KV head
-/// g = h / (n_heads / n_kv_heads) through heads[g], whose last n_tokens entries are the new
-/// tokens' own keys/values; row i sees entries 0 .. heads[g].length - n_tokens + i. Scores are
-/// q.k / sqrt(head_dim) + beta (ops/attention.h).
-/// Query row i sees entries first_visible(heads[g], n_tokens, i) .. (ops/attention.h): 0 except
-/// in sliding-window layers.
-struct AttentionContext {
-  int layer = 0;
-  int n_tokens = 0;
-  int first_position = 0;  ///< RoPE position of row 0
-  int n_heads = 0;
-  int n_kv_heads = 0;
-  int head_dim = 0;
-  const float* q = nullptr;  ///< [n_tokens, n_heads * head_dim], after RoPE
-  const AttentionHeadView* heads = nullptr;  ///< [n_kv_heads]
-};
-
-/// Receives intermediate tensors during a forward pass (reference-query capture, analyses).
+/// Receives intermediate tensors during a forward pass (reference-query capture, analyses), as
+/// named views (model/forward_views.h) valid only during the call.
 class ForwardObserver {
  public:
   virtual ~ForwardObserver() = default;
-  /// Queries of layer `layer` after RoPE: q [n_tokens, n_heads * head_dim], row i at RoPE
-  /// position `first_position + i`.
-  virtual void on_queries(int layer, const float* q, int n_tokens, int first_position) {
-    (void)layer, (void)q, (void)n_tokens, (void)first_position;
-  }
-  /// Hidden states entering layer `layer` (the residual stream before its attention RMSNorm):
-  /// x [n_tokens, dim]. Lets a caller resume a later forward at that layer (ForwardOptions).
-  virtual void on_layer_input(int layer, const float* x, int n_tokens) {
-    (void)layer, (void)x, (void)n_tokens;
-  }
+  /// Queries of layer `v.layer` after RoPE: v.q [n_tokens, n_heads * head_dim], row i at RoPE
+  /// position v.first_position + i.
+  virtual void on_queries(const QueryView& v) { (void)v; }
+  /// Hidden states entering layer `v.layer` (the residual stream before its attention RMSNorm):
+  /// v.x [n_tokens, dim]. Lets a caller resume a later forward at that layer (ForwardOptions).
+  virtual void on_layer_input(const LayerInputView& v) { (void)v; }
   /// Attention output of layer `ctx.layer` before the output projection: att [n_tokens, n_heads *
-  /// head_dim], query head h in columns [h*head_dim, (h+1)*head_dim). May be modified in place
-  /// (head interventions: zeroing or replacing a head's output). `ctx` holds what the attention
-  /// read (queries and the layer's KV head views) for analyses that need the attention weights.
-  virtual void on_attention_output(const AttentionContext& ctx, float* att) { (void)ctx, (void)att; }
+  /// head_dim]. May be modified in place (head interventions: zeroing or replacing a head's
+  /// output). `ctx` holds what the attention read (queries and the layer's KV head views) for
+  /// analyses that need the attention weights.
+  virtual void on_attention_output(const AttentionContext& ctx, HeadRows<float> att) { (void)ctx, (void)att; }
 };
 
 /// Options of one forward call.
@@ -89,9 +70,14 @@ struct ForwardOptions {
 /// its logit scale (folded into q, so observers and compaction see q.k/sqrt(head_dim) scores),
 /// its norm placement and MLP kind. Embeddings are multiplied by embedding_scale; logits are
 /// soft-capped when final_logit_softcap > 0.
+///
+/// The kernels run on `backend` (model/backend.h; default cpu_backend()), which also owns the
+/// activation workspaces: concurrent forward calls on one Transformer are safe as long as they use
+/// different caches.
 class Transformer {
  public:
-  Transformer(const ModelConfig& config, const ModelWeights& weights);
+  /// Throws Error for an inconsistent config or weights of the wrong shapes (naming the layer).
+  Transformer(const ModelConfig& config, const ModelWeights& weights, const Backend& backend = cpu_backend());
 
   /// Returns logits: [tokens.size(), vocab] for All, [vocab] for Last, empty for None.
   /// Throws Error for a token id outside the vocabulary or a cache of another shape.
@@ -102,10 +88,12 @@ class Transformer {
   KVCache make_cache() const;
 
   const ModelConfig& config() const { return config_; }
+  const Backend& backend() const { return backend_; }
 
  private:
   const ModelConfig& config_;
   const ModelWeights& weights_;
+  const Backend& backend_;
   std::vector<std::vector<float>> rope_inv_freq_;  ///< per distinct layer RoPE: inv_freq [head_dim/2]
   std::vector<float> rope_factor_;                 ///< per distinct layer RoPE: cos/sin multiplier
   std::vector<int> layer_rope_;                    ///< [n_layers] index into rope_inv_freq_

@@ -60,6 +60,31 @@ void swiglu_ref(float* gate, const float* up, long n) {
   }
 }
 
+void apply_rope_ref(float* x, int n, int n_heads, int head_dim, const float* cos, const float* sin,
+                    RopeStyle style) {
+  const int half = head_dim / 2;
+  for (int i = 0; i < n; ++i)
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + (static_cast<long>(i) * n_heads + h) * head_dim;
+      for (int j = 0; j < half; ++j) {
+        const int a = style == RopeStyle::Interleaved ? 2 * j : j;
+        const int b = style == RopeStyle::Interleaved ? 2 * j + 1 : j + half;
+        const double c = cos[static_cast<long>(i) * half + j], s = sin[static_cast<long>(i) * half + j];
+        const double va = v[a], vb = v[b];
+        v[a] = static_cast<float>(va * c - vb * s);
+        v[b] = static_cast<float>(va * s + vb * c);
+      }
+    }
+}
+
+void geglu_tanh_ref(float* gate, const float* up, long n) {
+  const double k = std::sqrt(2.0 / 3.141592653589793238);
+  for (long i = 0; i < n; ++i) {
+    const double g = gate[i];
+    gate[i] = static_cast<float>(0.5 * g * (1.0 + std::tanh(k * (g + 0.044715 * g * g * g))) * up[i]);
+  }
+}
+
 void attend_row_ref(const float* q, const float* keys, const float* values, const float* beta,
                     int L, int head_dim, float scale, float* out) {
   std::vector<double> logit(L);
