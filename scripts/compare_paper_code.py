@@ -263,10 +263,8 @@ def downstream_nll(a, man, paper_heads, prepared, paper_name):
         for l in range(comp.n_layers):
             lh = []
             for g in range(comp.n_kv_heads):
-                c1, beta, c2 = paper_heads[(l, g)]
-                if comp.rope_style == "interleaved":  # kvcompact's GGUF layout -> transformers' half split
-                    c1 = np.concatenate([c1[:, 0::2], c1[:, 1::2]], axis=1)
-                lh.append((np.ascontiguousarray(c1), beta, c2))
+                c1, beta, c2 = paper_heads[(l, g)]  # keys in kvcompact's layout -> transformers'
+                lh.append((kvhf.keys_to_half_split(c1, comp.rope_style), beta, c2))
             heads.append(lh)
         paper = continuation_nll(torch, model, kvhf.make_cache(model, heads, T), first, cont, T)
     # kvcompact's own forward over its .kvc: the first token from its full prefill's last logits

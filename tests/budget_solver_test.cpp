@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 
+#include "analysis/influence_curves.h"
 #include "core/error.h"
 #include "test_util.h"
 
@@ -218,6 +219,75 @@ TEST(BudgetSolver, PredictedDeltaHandWorked) {
   bad = {};
   bad.units = 0;
   expect_error([&] { optimize_budgets(curves, bad); }, {"--units"});
+}
+
+// A model with sliding-window layers (Gemma 3: local layers never compacted): curves, schedules and
+// per-head budgets cover the other layers only, worked by hand.
+TEST(BudgetSolver, SlidingLayersAreLeftOutOfCurvesSchedulesAndBudgets) {
+  // 3 layers x 2 KV heads, layer 1 sliding: 4 compacted heads. delta_h(r) = a_h (1 - r).
+  const std::vector<double> grid{0.0, 1.0};
+  const double a[4] = {0.5, 1.0, 2.0, 4.0};
+  InfluenceCurves curves = make_curves(2, 2, grid, [&](int h, double r) { return a[h] * (1.0 - r); });
+  curves.n_layers = 3;
+  curves.sliding_layers = {1};
+  for (HeadCurve& h : curves.heads)
+    if (h.layer == 1) h.layer = 2;  // the curves of layers 0 and 2
+  EXPECT_NO_THROW(validate_influence_curves(curves, "mixed"));
+  // A curve in the sliding layer is refused.
+  InfluenceCurves bad_curves = curves;
+  bad_curves.heads[0].layer = 1;
+  expect_error([&] { validate_influence_curves(bad_curves, "mixed"); }, {"sliding-window layer 1"});
+
+  const BudgetSchedule uni = uniform_schedule(3, 2, {0.5}, {1});
+  EXPECT_EQ(uni.heads.size(), 4u);
+  EXPECT_EQ(uni.proportions(), (std::vector<double>{0.25, 0.25, 0, 0, 0.25, 0.25}));
+  // D(uniform, 0.5) = sum_h a_h (1 - 0.5): H = 4 compacted heads, so every head is at r = 0.5.
+  EXPECT_NEAR(predict_delta(uni.proportions(), curves, {0.5})[0], 7.5 * 0.5, 1e-12);
+  BudgetSolverOptions o;
+  o.targets = {0.5};
+  o.units = 4;
+  o.floor = 0.0;
+  const BudgetSchedule opt = optimize_budgets(curves, o);
+  EXPECT_EQ(opt.sliding_layers, (std::vector<int>{1}));
+  const std::vector<double> p = opt.proportions();
+  EXPECT_EQ(p[2], 0.0);
+  EXPECT_EQ(p[3], 0.0);
+  // The steepest heads (a = 2, 4: layer 2) get the keys: (0, 0, -, -, 0.5, 0.5), D = 0.5 + 1.
+  EXPECT_NEAR(p[4] + p[5], 1.0, 1e-12);
+  EXPECT_NEAR(opt.predicted_delta[0].second, 1.5, 1e-12);
+  // Pyramid over the two compacted layers: shares 2/2 - 1/(20*2) = 0.975 and 1/40 = 0.025.
+  const BudgetSchedule pyr = pyramid_schedule(3, 2, {0.1}, 20.0, {1});
+  const auto pp = pyr.proportions();
+  EXPECT_NEAR(pp[0] + pp[1], 0.975, 1e-12);
+  EXPECT_NEAR(pp[4] + pp[5], 0.025, 1e-12);
+  EXPECT_EQ(pp[2] + pp[3], 0.0);
+
+  // JSON: sliding_layers round-trips; a listed sliding head, or a missing global head, is refused.
+  const std::string path = tmp_dir() + "/mixed.json";
+  write_budget_schedule(path, opt);
+  const BudgetSchedule back = read_budget_schedule_for(path, 3, 2, {1});
+  EXPECT_EQ(back.proportions(), p);
+  expect_error([&] { read_budget_schedule_for(path, 3, 2, {0}); }, {"sliding layers [1]", "[0]"});
+  BudgetSchedule listed = uni;
+  listed.heads.push_back({1, 0, 0.0});
+  expect_error([&] { validate_budget_schedule(listed, "s"); }, {"L1H0", "sliding-window layer 1"});
+  BudgetSchedule missing = uni;
+  missing.heads.pop_back();
+  expect_error([&] { validate_budget_schedule(missing, "s"); }, {"L2H1 missing"});
+  expect_error([&] { uniform_schedule(2, 1, {0.1}, {0, 1}); }, {"every layer"});
+
+  // Budgets: T = 100 per head, R = 0.1 -> the 4 compacted heads share round(0.1 * 400) = 40 keys;
+  // the sliding heads keep all 100.
+  const std::vector<int> T(6, 100);
+  EXPECT_EQ(compacted_head_budgets(uni.proportions(), T, 2, {1}, 0.1), (std::vector<int>{10, 10, 100, 100, 10, 10}));
+  // A schedule made for every head (no sliding layers) is renormalised over the compacted ones:
+  // (0.1, 0.1, 0.4, 0.2, 0.1, 0.1) -> (0.25, 0.25, -, -, 0.25, 0.25) of 40 keys.
+  EXPECT_EQ(compacted_head_budgets({0.1, 0.1, 0.4, 0.2, 0.1, 0.1}, T, 2, {1}, 0.1),
+            (std::vector<int>{10, 10, 100, 100, 10, 10}));
+  // Without sliding layers it is per_head_budgets itself.
+  EXPECT_EQ(compacted_head_budgets({0.5, 0.25, 0.25, 0.0}, {40, 40, 40, 40}, 2, {}, 0.25),
+            per_head_budgets({0.5, 0.25, 0.25, 0.0}, {40, 40, 40, 40}, 0.25));
+  expect_error([&] { compacted_head_budgets({0, 0, 1, 1, 0, 0}, T, 2, {1}, 0.1); }, {"sum to 0"});
 }
 
 TEST(BudgetSolver, PyramidSharesDecreaseAndSumToOne) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/attention.h"
+#include "ops/geglu.h"
 #include "ops/matmul.h"
 #include "ops/reference.h"
 #include "ops/rmsnorm.h"
@@ -84,6 +85,22 @@ TEST(Ops, RopeMatchesReferenceBothStyles) {
   }
 }
 
+// The twin the reference backend uses (given angles) equals the twin that computes its own.
+TEST(Ops, RopeWithGivenAnglesMatchesBothTwins) {
+  const int n = 5, n_heads = 2, hd = 8, first = 11;
+  for (RopeStyle style : {RopeStyle::Interleaved, RopeStyle::HalfSplit}) {
+    auto x = random_vec(n * n_heads * hd, 15);
+    auto fast = x, own = x;
+    std::vector<float> c(n * hd / 2), s(n * hd / 2);
+    rope_angles(first, n, hd, 500.0f, c.data(), s.data());
+    apply_rope_ref(x.data(), n, n_heads, hd, c.data(), s.data(), style);
+    apply_rope(fast.data(), n, n_heads, hd, c.data(), s.data(), style);
+    rope_ref(own.data(), n, n_heads, hd, first, 500.0f, style);
+    expect_close(x, fast, 1e-6f, 1e-6f);
+    expect_close(x, own, 1e-4f, 1e-5f);
+  }
+}
+
 TEST(Ops, RopeHandWorkedPairs) {
   // head_dim 4, position 1, theta 100: freq_0 = 1, freq_1 = 100^(-1/2) = 0.1.
   const float c0 = std::cos(1.0f), s0 = std::sin(1.0f), c1 = std::cos(0.1f), s1 = std::sin(0.1f);
@@ -134,6 +151,19 @@ TEST(Ops, SwigluMatchesReferenceAndHandValue) {
   swiglu(g2.data(), u2.data(), 2);
   EXPECT_EQ(g2[0], 0.0f);
   EXPECT_NEAR(g2[1], 6.0 / (1.0 + std::exp(-2.0)), 1e-5);
+}
+
+TEST(Ops, GegluMatchesReferenceAndHandValue) {
+  auto g = random_vec(300, 17, 6.0f), u = random_vec(300, 18, 2.0f);
+  auto r = g;
+  geglu_tanh(g.data(), u.data(), 300);
+  geglu_tanh_ref(r.data(), u.data(), 300);
+  expect_close(g, r, 1e-5f, 1e-6f);
+  // gelu_tanh(1) = 0.5 (1 + tanh(sqrt(2/pi) 1.044715)) = 0.841192 (by hand), times up 2.
+  std::vector<float> g1{1.0f}, u1{2.0f};
+  geglu_tanh_ref(g1.data(), u1.data(), 1);
+  EXPECT_NEAR(g1[0], 2 * 0.5 * (1 + std::tanh(std::sqrt(2 / M_PI) * 1.044715)), 1e-6);
+  EXPECT_NEAR(g1[0], 1.682384, 2e-6);
 }
 
 TEST(Ops, LargeInputsTakeParallelPathsAndMatchReference) {

@@ -140,11 +140,13 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
     std::vector<int> uniform_lengths;  // per head: a uniform budget of the same total
     if (o->max_head_ratio != 1.0 && o->budgets.empty()) throw Error("--max-head-ratio: only with --budgets");
     if (!o->budgets.empty()) {
-      const BudgetSchedule s = read_budget_schedule_for(o->budgets, model.config.n_layers, model.config.n_kv_heads);
+      const std::vector<int> sliding = model.config.sliding_layers();
+      const int H = model.config.n_kv_heads;
+      const BudgetSchedule s = read_budget_schedule_for(o->budgets, model.config.n_layers, H, sliding);
       const std::vector<double> p = s.proportions();
       const std::vector<int> lengths(p.size(), static_cast<int>(ids.size()));
-      co.head_budgets = per_head_budgets(p, lengths, co.ratio, o->max_head_ratio);
-      uniform_lengths = per_head_budgets(std::vector<double>(p.size(), 1.0 / p.size()), lengths, co.ratio);
+      co.head_budgets = compacted_head_budgets(p, lengths, H, sliding, co.ratio, o->max_head_ratio);
+      uniform_lengths = compacted_head_budgets(std::vector<double>(p.size(), 1.0 / p.size()), lengths, H, sliding, co.ratio);
     }
     if (!o->dump_heads.empty()) dump_heads(o->dump_heads, prefill, co, model.config.n_layers);
     const CompactedContext compacted = compact_context(model, ids, prefill, co);

@@ -127,7 +127,8 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
     opt.seed = o->seed;
     Model model = load_model(o->m.model, o->m.tokenizer);
     if (!o->budgets.empty()) {
-      const BudgetSchedule s = read_budget_schedule_for(o->budgets, model.config.n_layers, model.config.n_kv_heads);
+      const BudgetSchedule s =
+          read_budget_schedule_for(o->budgets, model.config.n_layers, model.config.n_kv_heads, model.config.sliding_layers());
       opt.budget_proportions = s.proportions();
     }
     if (o->max_head_ratio != 1.0) {
@@ -245,20 +246,21 @@ Runner register_budget_eval(CLI::App& app, CommonOptions& common) {
     base.seed = o->seed;
     Model model = load_model(o->m.model, o->m.tokenizer);
     const int L = model.config.n_layers, H = model.config.n_kv_heads;
+    const std::vector<int> sliding = model.config.sliding_layers();  // never compacted: budgets cover the others
     std::vector<BudgetEvalSeries> series;
     const std::vector<std::string> budget_files = split_list(o->budgets, "--budgets");
     for (const std::string& name : split_list(o->schedules, "--schedules")) {
       if (name == "optimized") {
         if (budget_files.empty()) throw Error("--schedules optimized: needs --budgets FILE");
         for (const std::string& f : budget_files) {
-          const BudgetSchedule s = read_budget_schedule_for(f, L, H);
+          const BudgetSchedule s = read_budget_schedule_for(f, L, H, sliding);
           std::string label = budget_files.size() == 1 ? s.schedule : s.schedule + " (" + f + ")";
           series.push_back({label, f, s.proportions()});
         }
       } else if (name == "uniform") {
-        series.push_back({"uniform", "", uniform_schedule(L, H, base.ratios).proportions()});
+        series.push_back({"uniform", "", uniform_schedule(L, H, base.ratios, sliding).proportions()});
       } else if (name == "pyramid") {
-        series.push_back({"pyramid", "", pyramid_schedule(L, H, base.ratios, o->pyramid_beta).proportions()});
+        series.push_back({"pyramid", "", pyramid_schedule(L, H, base.ratios, o->pyramid_beta, sliding).proportions()});
       } else {
         throw Error(fmt::format("--schedules: unknown schedule '{}' (valid: optimized, uniform, pyramid)", name));
       }

@@ -1,5 +1,6 @@
 // `kvcompact influence`, `budget`, `plot` and `methods`: head influence curves, budgets, figures.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -54,7 +55,7 @@ Runner register_influence(CLI::App& app, CommonOptions& common) {
                   "per-head budget proportions (kvcompact budget) for the heads not swept, at total ratio --baseline");
   cmd->add_option("--ratios", o->ratios, "ratio grid: start:stop:count or a comma list, in [0, 1]");
   cmd->add_option("--baseline", o->baseline, "ratio of every head not being swept (must be on the grid)");
-  cmd->add_option("--heads", o->heads, "all, or KV heads like L0H0,L3H1");
+  cmd->add_option("--heads", o->heads, "all (every KV head of the global layers), or KV heads like L0H0,L3H1");
   cmd->add_option("--docs", o->docs, "use the first N documents")->check(positive_number());
   cmd->add_option("--method", o->method, "compaction method spec (see `kvcompact methods`)");
   cmd->add_option("--context-frac", o->context_frac, "fraction of each document's tokens used as context");
@@ -75,7 +76,7 @@ Runner register_influence(CLI::App& app, CommonOptions& common) {
     opt.grid = parse_ratio_grid(o->ratios);
     opt.baseline_ratio = o->baseline;
     baseline_index(opt.baseline_ratio, opt.grid);
-    opt.heads = parse_head_names(o->heads, model.config.n_layers, model.config.n_kv_heads);
+    opt.heads = influence_heads(o->heads, model.config);
     opt.method = parse_method_spec(o->method);
     opt.context_frac = o->context_frac;
     opt.seed = o->seed;
@@ -85,7 +86,8 @@ Runner register_influence(CLI::App& app, CommonOptions& common) {
     if (o->data.empty() == o->qa.empty()) throw Error("influence: give one of --data FILE or --qa FILE.jsonl");
     if (o->chat && o->qa.empty()) throw Error("--chat: only with --qa");
     if (!o->budgets.empty()) {
-      const BudgetSchedule s = read_budget_schedule_for(o->budgets, model.config.n_layers, model.config.n_kv_heads);
+      const BudgetSchedule s =
+          read_budget_schedule_for(o->budgets, model.config.n_layers, model.config.n_kv_heads, model.config.sliding_layers());
       if (!(opt.baseline_ratio > 0)) throw Error("--budgets: needs --baseline above 0 (the budgets' total ratio)");
       opt.budget_proportions = s.proportions();
       opt.budgets_source = o->budgets;
@@ -179,9 +181,9 @@ Runner register_budget(CLI::App& app, CommonOptions& common) {
       so.units = o->units;
       s = optimize_budgets(*curves, so);
     } else if (o->schedule == "uniform") {
-      s = uniform_schedule(L, H, targets);
+      s = uniform_schedule(L, H, targets, curves ? curves->sliding_layers : std::vector<int>{});
     } else if (o->schedule == "pyramid") {
-      s = pyramid_schedule(L, H, targets, o->pyramid_beta);
+      s = pyramid_schedule(L, H, targets, o->pyramid_beta, curves ? curves->sliding_layers : std::vector<int>{});
     } else {
       throw Error(fmt::format("--schedule: unknown schedule '{}' (valid: optimized, uniform, pyramid)", o->schedule));
     }
@@ -208,8 +210,12 @@ Runner register_budget(CLI::App& app, CommonOptions& common) {
       print_json(budget_schedule_to_json(s));
       return 0;
     }
-    fmt::print("{} schedule for {} layers x {} KV heads -> {} (heatmap {}.svg)\n", s.schedule, s.n_layers,
-               s.n_kv_heads, o->out, base);
+    fmt::print("{} schedule for {} layers x {} KV heads{} -> {} (heatmap {}.svg)\n", s.schedule, s.n_layers,
+               s.n_kv_heads,
+               s.sliding_layers.empty()
+                   ? std::string()
+                   : fmt::format(" (sliding-window layers {} never compacted, left out)", fmt::join(s.sliding_layers, ",")),
+               o->out, base);
     for (const auto& [R, D] : s.predicted_delta)
       fmt::print("  predicted delta NLL at total ratio {}: {:+.5f} nats/token (additive model, relative to every head at the curves' baseline ratio)\n", R, D);
     return 0;

@@ -534,13 +534,26 @@ def _needs_context_queries(method: str, options: dict) -> bool:
         raise
 
 
+def keys_to_half_split(keys, rope_style):
+    """Keys [t, head_dim] of a kvcompact cache in transformers' RoPE layout (float32, contiguous).
+
+    rope_style "interleaved" (kvcompact runs GGUF llama files on the permuted Q/K rows with RoPE
+    pairs (2i, 2i+1); transformers un-permutes them and rotates (i, i + d/2)) becomes
+    concat(k[:, 0::2], k[:, 1::2]); "half_split" is returned as it is. ValueError for another style."""
+    if rope_style not in ("interleaved", "half_split"):
+        raise ValueError(f"compacted: unknown rope_style {rope_style!r}")
+    keys = np.asarray(keys, dtype=np.float32)
+    if rope_style == "interleaved":
+        keys = np.concatenate([keys[:, 0::2], keys[:, 1::2]], axis=1)
+    return np.ascontiguousarray(keys)
+
+
 def from_kvcompact(compacted, model):
     """Converts a native kvcompact.CompactedCache (Model.compact / Model.load_cache) into a
     HFCompactedCache for the transformers `model` (the same weights, e.g. the same GGUF file).
 
-    Keys of rope_style "interleaved" caches (kvcompact runs GGUF llama files on the permuted Q/K
-    rows with RoPE pairs (2i, 2i+1); transformers un-permutes them and rotates (i, i + d/2)) are
-    mapped per head to concat(k[0::2], k[1::2]); values and beta are unchanged. The original
+    Keys go through keys_to_half_split (the RoPE layout of the cache's rope_style); values and
+    beta are unchanged. The original
     length is compacted.next_position. ValueError for a cache of another model shape."""
     enable(model)
     n_layers, n_heads, n_kv, d = _model_shape(model)
@@ -550,16 +563,12 @@ def from_kvcompact(compacted, model):
         raise ValueError(f"compacted: {compacted.n_kv_heads} KV heads of dim {compacted.head_dim}, the model has "
                          f"{n_kv} of dim {d}")
     style = compacted.rope_style
-    if style not in ("interleaved", "half_split"):
-        raise ValueError(f"compacted: unknown rope_style {style!r}")
+    keys_to_half_split(np.zeros((0, 2), np.float32), style)  # the style check, before any head
     heads = []
     for l in range(n_layers):
         lh = []
         for h in range(n_kv):
             c1, beta, c2 = compacted.head(l, h)
-            c1 = np.asarray(c1, dtype=np.float32)
-            if style == "interleaved":
-                c1 = np.concatenate([c1[:, 0::2], c1[:, 1::2]], axis=1)
-            lh.append((np.ascontiguousarray(c1), np.asarray(beta, np.float32), np.asarray(c2, np.float32)))
+            lh.append((keys_to_half_split(c1, style), np.asarray(beta, np.float32), np.asarray(c2, np.float32)))
         heads.append(lh)
     return make_cache(model, heads, int(compacted.next_position))

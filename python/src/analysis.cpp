@@ -103,13 +103,14 @@ py::object influence(const PyModel& self, const std::vector<std::string>& docume
   opt.grid = ratio_grid(grid);
   opt.baseline_ratio = baseline;
   baseline_index(opt.baseline_ratio, opt.grid);
-  opt.heads = parse_head_names(heads, model.config.n_layers, model.config.n_kv_heads);
+  opt.heads = influence_heads(heads, model.config);
   opt.method = parse_method_spec(spec_text(method, options));
   opt.context_frac = context_frac;
   opt.seed = seed;
   opt.reuse_prefix = reuse_prefix;
   if (!budgets.empty()) {
-    const BudgetSchedule s = read_budget_schedule_for(budgets, model.config.n_layers, model.config.n_kv_heads);
+    const BudgetSchedule s =
+        read_budget_schedule_for(budgets, model.config.n_layers, model.config.n_kv_heads, model.config.sliding_layers());
     if (!(baseline > 0)) throw py::value_error("budgets: needs a baseline above 0 (the budgets' total ratio)");
     opt.budget_proportions = s.proportions();
     opt.budgets_source = budgets;

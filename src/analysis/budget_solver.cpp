@@ -1,6 +1,7 @@
 #include "analysis/budget_solver.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -31,24 +32,35 @@ void check_targets(const std::vector<double>& targets, const char* what) {
       throw Error(fmt::format("{}: target ratio {} is outside (0, 1]", what, r));
 }
 
-std::vector<HeadBudget> layer_major_heads(int n_layers, int n_kv_heads, const std::vector<double>& p) {
+bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// The heads of the layers not in `sliding`, layer-major, with p[k] the proportion of the k-th.
+std::vector<HeadBudget> layer_major_heads(int n_layers, int n_kv_heads, const std::vector<double>& p,
+                                          const std::vector<int>& sliding = {}) {
   std::vector<HeadBudget> heads;
+  std::size_t k = 0;
   for (int l = 0; l < n_layers; ++l)
-    for (int h = 0; h < n_kv_heads; ++h)
-      heads.push_back({l, h, p[static_cast<std::size_t>(l * n_kv_heads + h)]});
+    if (!contains(sliding, l))
+      for (int h = 0; h < n_kv_heads; ++h) heads.push_back({l, h, p.at(k++)});
   return heads;
 }
 
-// Curves in layer-major order; throws when one is missing.
+int compacted_head_count(int n_layers, int n_kv_heads, const std::vector<int>& sliding) {
+  return (n_layers - static_cast<int>(sliding.size())) * n_kv_heads;
+}
+
+// Curves of the compacted heads (layers not in curves.sliding_layers) in layer-major order;
+// throws when one is missing.
 std::vector<const HeadCurve*> curves_by_head(const InfluenceCurves& curves) {
   std::vector<const HeadCurve*> out;
   for (int l = 0; l < curves.n_layers; ++l)
-    for (int h = 0; h < curves.n_kv_heads; ++h) {
+    for (int h = 0; h < curves.n_kv_heads && !curves.sliding(l); ++h) {
       const HeadCurve* c = curves.find(l, h);
       if (!c)
         throw Error(fmt::format("influence curves: head {} has no curve (the budget solver needs all {} heads; "
                                 "sweep with --heads all)",
-                                head_name(l, h), curves.n_layers * curves.n_kv_heads));
+                                head_name(l, h), compacted_head_count(curves.n_layers, curves.n_kv_heads,
+                                                                      curves.sliding_layers)));
       out.push_back(c);
     }
   return out;
@@ -71,13 +83,19 @@ double interpolate_curve(const HeadCurve& curve, double r) {
   return y[i - 1] + t * (y[i] - y[i - 1]);
 }
 
+bool BudgetSchedule::sliding(int layer) const { return contains(sliding_layers, layer); }
+
 std::vector<double> BudgetSchedule::proportions() const {
   std::vector<double> p(static_cast<std::size_t>(std::max(0, n_layers * n_kv_heads)), -1.0);
   for (const auto& h : heads) {
     if (h.layer < 0 || h.layer >= n_layers || h.kv_head < 0 || h.kv_head >= n_kv_heads)
       throw Error(fmt::format("budget schedule: head {} out of range", h.name()));
+    if (sliding(h.layer))
+      throw Error(fmt::format("budget schedule: head {} is in sliding-window layer {}", h.name(), h.layer));
     p[static_cast<std::size_t>(h.layer * n_kv_heads + h.kv_head)] = h.proportion;
   }
+  for (int l : sliding_layers)
+    for (int h = 0; h < n_kv_heads && l >= 0 && l < n_layers; ++h) p[static_cast<std::size_t>(l * n_kv_heads + h)] = 0.0;
   for (std::size_t i = 0; i < p.size(); ++i)
     if (p[i] < 0)
       throw Error(fmt::format("budget schedule: head {} missing",
@@ -149,14 +167,17 @@ std::vector<double> predict_delta(const std::vector<double>& proportions, const 
                                   const std::vector<double>& targets) {
   const auto heads = curves_by_head(curves);
   const std::size_t H = heads.size();
-  if (proportions.size() != H)
-    throw Error(fmt::format("predict_delta: {} proportions for {} heads", proportions.size(), H));
+  const std::size_t all = static_cast<std::size_t>(curves.n_layers) * static_cast<std::size_t>(curves.n_kv_heads);
+  if (proportions.size() != all)
+    throw Error(fmt::format("predict_delta: {} proportions for {} heads", proportions.size(), all));
   check_targets(targets, "predict_delta");
   std::vector<double> out;
   for (double R : targets) {
     double d = 0;
-    for (std::size_t h = 0; h < H; ++h)
-      d += interpolate_curve(*heads[h], std::min(1.0, proportions[h] * static_cast<double>(H) * R));
+    for (std::size_t h = 0; h < H; ++h) {
+      const double p = proportions[static_cast<std::size_t>(heads[h]->layer * curves.n_kv_heads + heads[h]->kv_head)];
+      d += interpolate_curve(*heads[h], std::min(1.0, p * static_cast<double>(H) * R));
+    }
     out.push_back(d);
   }
   return out;
@@ -166,6 +187,9 @@ void set_predicted_delta(BudgetSchedule& s, const InfluenceCurves& curves) {
   if (curves.n_layers != s.n_layers || curves.n_kv_heads != s.n_kv_heads)
     throw Error(fmt::format("influence curves ({} x {} heads) do not match the schedule ({} x {} heads)",
                             curves.n_layers, curves.n_kv_heads, s.n_layers, s.n_kv_heads));
+  if (curves.sliding_layers != s.sliding_layers)
+    throw Error(fmt::format("influence curves (sliding layers [{}]) do not match the schedule (sliding layers [{}])",
+                            fmt::join(curves.sliding_layers, ","), fmt::join(s.sliding_layers, ",")));
   const auto d = predict_delta(s.proportions(), curves, s.targets);
   s.predicted_delta.clear();
   for (std::size_t k = 0; k < d.size(); ++k) s.predicted_delta.emplace_back(s.targets[k], d[k]);
@@ -205,36 +229,45 @@ BudgetSchedule optimize_budgets(const InfluenceCurves& curves, const BudgetSolve
   s.floor = o.floor;
   s.n_layers = curves.n_layers;
   s.n_kv_heads = curves.n_kv_heads;
-  s.heads = layer_major_heads(s.n_layers, s.n_kv_heads, p);
+  s.sliding_layers = curves.sliding_layers;
+  s.heads = layer_major_heads(s.n_layers, s.n_kv_heads, p, s.sliding_layers);
   set_predicted_delta(s, curves);
   return s;
 }
 
-BudgetSchedule uniform_schedule(int n_layers, int n_kv_heads, const std::vector<double>& targets) {
+BudgetSchedule uniform_schedule(int n_layers, int n_kv_heads, const std::vector<double>& targets,
+                                const std::vector<int>& sliding_layers) {
   check_sizes(n_layers, n_kv_heads, "uniform schedule");
   check_targets(targets, "uniform schedule");
-  const int H = n_layers * n_kv_heads;
+  check_sliding_layers(sliding_layers, n_layers, "uniform schedule: sliding layers");
+  const int H = compacted_head_count(n_layers, n_kv_heads, sliding_layers);
   BudgetSchedule s;
   s.schedule = "uniform";
   s.targets = targets;
   s.floor = 1.0;
   s.n_layers = n_layers;
   s.n_kv_heads = n_kv_heads;
-  s.heads = layer_major_heads(n_layers, n_kv_heads, std::vector<double>(static_cast<std::size_t>(H), 1.0 / H));
+  s.sliding_layers = sliding_layers;
+  s.heads = layer_major_heads(n_layers, n_kv_heads, std::vector<double>(static_cast<std::size_t>(H), 1.0 / H),
+                              sliding_layers);
   return s;
 }
 
-BudgetSchedule pyramid_schedule(int n_layers, int n_kv_heads, const std::vector<double>& targets, double beta) {
+BudgetSchedule pyramid_schedule(int n_layers, int n_kv_heads, const std::vector<double>& targets, double beta,
+                                const std::vector<int>& sliding_layers) {
   check_sizes(n_layers, n_kv_heads, "pyramid schedule");
   check_targets(targets, "pyramid schedule");
+  check_sliding_layers(sliding_layers, n_layers, "pyramid schedule: sliding layers");
   if (!std::isfinite(beta) || beta < 1.0)
     throw Error(fmt::format("pyramid schedule: beta {} must be >= 1 (shares would grow with layer)", beta));
-  const std::vector<double> layer_share = pyramid_layer_shares(n_layers, beta);  // mean 1
+  // The pyramid runs over the compacted layers, bottom to top.
+  const int n_compacted = n_layers - static_cast<int>(sliding_layers.size());
+  const std::vector<double> layer_share = pyramid_layer_shares(n_compacted, beta);  // mean 1
   std::vector<double> p;
   double min_p = kInf;
-  for (int l = 0; l < n_layers; ++l)
+  for (int k = 0; k < n_compacted; ++k)
     for (int h = 0; h < n_kv_heads; ++h) {
-      p.push_back(layer_share[static_cast<std::size_t>(l)] / (static_cast<double>(n_layers) * n_kv_heads));
+      p.push_back(layer_share[static_cast<std::size_t>(k)] / (static_cast<double>(n_compacted) * n_kv_heads));
       min_p = std::min(min_p, p.back());
     }
   BudgetSchedule s;
@@ -243,7 +276,8 @@ BudgetSchedule pyramid_schedule(int n_layers, int n_kv_heads, const std::vector<
   s.floor = std::min(1.0, min_p * static_cast<double>(p.size()));
   s.n_layers = n_layers;
   s.n_kv_heads = n_kv_heads;
-  s.heads = layer_major_heads(n_layers, n_kv_heads, p);
+  s.sliding_layers = sliding_layers;
+  s.heads = layer_major_heads(n_layers, n_kv_heads, p, sliding_layers);
   return s;
 }
 
@@ -257,6 +291,7 @@ void validate_budget_schedule(const BudgetSchedule& s, const std::string& source
       throw Error(fmt::format("{}: targets: ratio {} is outside (0, 1]", source, r));
   if (!std::isfinite(s.floor) || s.floor < 0 || s.floor > 1)
     throw Error(fmt::format("{}: floor: {} is outside [0, 1]", source, s.floor));
+  check_sliding_layers(s.sliding_layers, s.n_layers, source + ": sliding_layers");
   std::set<std::pair<int, int>> seen;
   double sum = 0;
   for (std::size_t i = 0; i < s.heads.size(); ++i) {
@@ -266,14 +301,17 @@ void validate_budget_schedule(const BudgetSchedule& s, const std::string& source
                               s.n_layers, s.n_kv_heads));
     if (!seen.insert({h.layer, h.kv_head}).second)
       throw Error(fmt::format("{}: heads[{}]: head {} listed twice", source, i, h.name()));
+    if (s.sliding(h.layer))
+      throw Error(fmt::format("{}: heads[{}]: head {} is in sliding-window layer {}, which is never compacted", source,
+                              i, h.name(), h.layer));
     if (!std::isfinite(h.proportion) || h.proportion < 0)
       throw Error(fmt::format("{}: heads[{}].proportion: {} must be finite and >= 0", source, i, h.proportion));
     sum += h.proportion;
   }
-  const std::size_t H = static_cast<std::size_t>(s.n_layers) * static_cast<std::size_t>(s.n_kv_heads);
+  const std::size_t H = static_cast<std::size_t>(compacted_head_count(s.n_layers, s.n_kv_heads, s.sliding_layers));
   if (seen.size() != H) {
     for (int l = 0; l < s.n_layers; ++l)
-      for (int k = 0; k < s.n_kv_heads; ++k)
+      for (int k = 0; k < s.n_kv_heads && !s.sliding(l); ++k)
         if (!seen.count({l, k})) throw Error(fmt::format("{}: heads: head {} missing", source, head_name(l, k)));
   }
   if (std::fabs(sum - 1.0) > 1e-6)
@@ -300,6 +338,7 @@ nlohmann::json budget_schedule_to_json(const BudgetSchedule& s) {
   j["floor"] = s.floor;
   j["n_layers"] = s.n_layers;
   j["n_kv_heads"] = s.n_kv_heads;
+  if (!s.sliding_layers.empty()) j["sliding_layers"] = s.sliding_layers;
   nlohmann::json heads = nlohmann::json::array();
   for (const auto& h : s.heads)
     heads.push_back({{"name", h.name()}, {"layer", h.layer}, {"kv_head", h.kv_head}, {"proportion", h.proportion}});
@@ -338,6 +377,10 @@ BudgetSchedule budget_schedule_from_json(const nlohmann::json& j, const std::str
   s.floor = as_number(need(j, "floor", ""), "floor");
   s.n_layers = as_int(need(j, "n_layers", ""), "n_layers");
   s.n_kv_heads = as_int(need(j, "n_kv_heads", ""), "n_kv_heads");
+  if (auto sl = j.find("sliding_layers"); sl != j.end()) {
+    if (!sl->is_array()) throw Error(fmt::format("{}: sliding_layers: expected an array of layer indices", source));
+    for (std::size_t k = 0; k < sl->size(); ++k) s.sliding_layers.push_back(as_int((*sl)[k], fmt::format("sliding_layers[{}]", k)));
+  }
   const auto& heads = need(j, "heads", "");
   if (!heads.is_array()) throw Error(fmt::format("{}: heads: expected an array", source));
   for (std::size_t i = 0; i < heads.size(); ++i) {
@@ -379,12 +422,43 @@ BudgetSchedule read_budget_schedule(const std::string& path) {
   return budget_schedule_from_json(read_json_file(path), path);
 }
 
-BudgetSchedule read_budget_schedule_for(const std::string& path, int n_layers, int n_kv_heads) {
+BudgetSchedule read_budget_schedule_for(const std::string& path, int n_layers, int n_kv_heads,
+                                        const std::vector<int>& sliding_layers) {
   BudgetSchedule s = read_budget_schedule(path);
   if (s.n_layers != n_layers || s.n_kv_heads != n_kv_heads)
     throw Error(fmt::format("{}: budgets are for {} layers x {} KV heads, the model has {} x {}", path, s.n_layers,
                             s.n_kv_heads, n_layers, n_kv_heads));
+  if (!s.sliding_layers.empty() && s.sliding_layers != sliding_layers)
+    throw Error(fmt::format("{}: budgets leave out sliding layers [{}], the model's sliding layers are [{}]", path,
+                            fmt::join(s.sliding_layers, ","), fmt::join(sliding_layers, ",")));
   return s;
+}
+
+std::vector<int> compacted_head_budgets(const std::vector<double>& p, const std::vector<int>& T, int n_kv_heads,
+                                        const std::vector<int>& sliding_layers, double R, double max_head_ratio) {
+  if (n_kv_heads < 1 || p.size() != T.size() || p.size() % static_cast<std::size_t>(n_kv_heads) != 0)
+    throw Error(fmt::format("per-head budgets: {} proportions and {} head lengths for {} KV heads per layer", p.size(),
+                            T.size(), n_kv_heads));
+  std::vector<std::size_t> idx;  // the compacted heads
+  for (std::size_t i = 0; i < p.size(); ++i)
+    if (!contains(sliding_layers, static_cast<int>(i) / n_kv_heads)) idx.push_back(i);
+  if (idx.empty()) throw Error("per-head budgets: every layer is a sliding-window layer (none is compacted)");
+  std::vector<double> sub_p;
+  std::vector<int> sub_t;
+  double sum = 0;
+  for (std::size_t i : idx) {
+    if (!std::isfinite(p[i]) || p[i] < 0) throw Error(fmt::format("per-head budgets: proportion of head {} is {}", i, p[i]));
+    sub_p.push_back(p[i]);
+    sub_t.push_back(T[i]);
+    sum += p[i];
+  }
+  if (!(sum > 0)) throw Error("per-head budgets: the compacted heads' proportions sum to 0");
+  if (idx.size() != p.size())
+    for (double& x : sub_p) x /= sum;  // a schedule over every head, applied to the global ones
+  const std::vector<int> sub = per_head_budgets(sub_p, sub_t, R, max_head_ratio);
+  std::vector<int> out = T;  // sliding heads: every entry (compaction copies those layers)
+  for (std::size_t k = 0; k < idx.size(); ++k) out[idx[k]] = sub[k];
+  return out;
 }
 
 std::vector<int> per_head_budgets(const std::vector<double>& p, const std::vector<int>& T, double R,

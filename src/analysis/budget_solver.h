@@ -51,8 +51,10 @@ struct HeadBudget {
 ///    "floor": F,                     every head has p_h >= F / H (optimized: the option; uniform:
 ///                                    1; pyramid: min_h p_h * H)
 ///    "n_layers": L, "n_kv_heads": K,
-///    "heads": [{"name": "L0H0", "layer": 0, "kv_head": 0, "proportion": p}, ...]  (all L*K
-///             heads, each once, any order; proportions >= 0 summing to 1 within 1e-6),
+///    "sliding_layers": [l ...],      only when non-empty: layers never compacted (Gemma 3's local
+///                                    layers); their heads are not listed and H counts the others
+///    "heads": [{"name": "L0H0", "layer": 0, "kv_head": 0, "proportion": p}, ...]  (every head of
+///             the other layers, each once, any order; proportions >= 0 summing to 1 within 1e-6),
 ///    "predicted_delta": {"0.01": D, ...}  D(p, R) in nats/token per target, keys are the
 ///                                    targets printed shortest-exact; {} when no curves were given}
 struct BudgetSchedule {
@@ -61,13 +63,19 @@ struct BudgetSchedule {
   double floor = 0;
   int n_layers = 0;
   int n_kv_heads = 0;
+  /// Sliding-window layers (ascending), never compacted: `heads` lists the other layers' heads
+  /// only. Empty for models without such layers.
+  std::vector<int> sliding_layers;
   std::vector<HeadBudget> heads;  ///< layer-major from the functions below
   /// (R, D(p, R)) pairs, in the order of `targets`; empty when not predicted.
   std::vector<std::pair<double, double>> predicted_delta;
 
-  /// Proportions in layer-major order [n_layers * n_kv_heads], whatever the order of `heads`.
-  /// Throws Error when a head is missing (call validate first for a full check).
+  /// Proportions in layer-major order [n_layers * n_kv_heads], whatever the order of `heads`;
+  /// 0 for the heads of sliding layers. Throws Error when a head is missing (call validate first
+  /// for a full check).
   std::vector<double> proportions() const;
+  /// True when layer l is one of sliding_layers.
+  bool sliding(int layer) const;
 };
 
 /// Exact minimiser of a separable allocation: choose integer units u_h in [min_units, total_units]
@@ -83,6 +91,8 @@ std::vector<int> solve_separable_allocation(const std::vector<std::vector<double
 /// layer-major. Throws Error when `curves` lacks a head or sizes disagree.
 std::vector<double> predict_delta(const std::vector<double>& proportions, const InfluenceCurves& curves,
                                   const std::vector<double>& targets);
+// (With curves.sliding_layers, H counts the compacted heads only and the sliding heads'
+// proportions are not read.)
 
 /// The optimised schedule: minimises L(p) = mean_k D(p, R_k) over proportions that are multiples
 /// of 1 / (H * U) with p_h >= F / H (rounded up to whole units), exactly, by
@@ -92,18 +102,20 @@ std::vector<double> predict_delta(const std::vector<double>& proportions, const 
 /// (influence --budgets), or for a bad option.
 BudgetSchedule optimize_budgets(const InfluenceCurves& curves, const BudgetSolverOptions& options);
 
-/// Uniform schedule: p_h = 1 / H for every head (floor 1). Throws Error for n_layers or
-/// n_kv_heads < 1 or a target outside (0, 1].
-BudgetSchedule uniform_schedule(int n_layers, int n_kv_heads, const std::vector<double>& targets);
+/// Uniform schedule: p_h = 1 / H for every head of the layers not in sliding_layers (floor 1).
+/// Throws Error for n_layers or n_kv_heads < 1, a target outside (0, 1] or a bad sliding list.
+BudgetSchedule uniform_schedule(int n_layers, int n_kv_heads, const std::vector<double>& targets,
+                                const std::vector<int>& sliding_layers = {});
 
 /// PyramidKV schedule (Cai et al., arXiv 2406.02069, Sec. 3.3): per-layer shares decreasing
 /// linearly from the bottom layer 0 to the top layer L-1, top share 1 / (beta * L), bottom share
 /// 2 / L - 1 / (beta * L), so the shares sum to 1 (the paper's k^{m-1} = k^total / (beta m),
 /// k^0 = 2 k^total / m - k^{m-1}; its default beta = 20). Every KV head of a layer gets an equal
-/// part of the layer's share. One layer: share 1. Throws Error for beta < 1 (the shares would
-/// increase with layer) or bad sizes/targets.
+/// part of the layer's share. One layer: share 1. With sliding_layers the pyramid runs over the
+/// other layers, bottom to top. Throws Error for beta < 1 (the shares would increase with layer)
+/// or bad sizes/targets.
 BudgetSchedule pyramid_schedule(int n_layers, int n_kv_heads, const std::vector<double>& targets,
-                                double beta = 20.0);
+                                double beta = 20.0, const std::vector<int>& sliding_layers = {});
 
 /// Sets schedule.predicted_delta from curves (D(p, R) at each of schedule.targets).
 void set_predicted_delta(BudgetSchedule& schedule, const InfluenceCurves& curves);
@@ -127,8 +139,21 @@ void write_budget_schedule(const std::string& path, const BudgetSchedule& schedu
 BudgetSchedule read_budget_schedule(const std::string& path);
 
 /// read_budget_schedule, then refuses a schedule for another shape: throws Error("<path>: budgets
-/// are for L layers x H KV heads, the model has L' x H'") unless it has n_layers x n_kv_heads.
-BudgetSchedule read_budget_schedule_for(const std::string& path, int n_layers, int n_kv_heads);
+/// are for L layers x H KV heads, the model has L' x H'") unless it has n_layers x n_kv_heads, and
+/// one whose sliding_layers (when it lists any) are not the model's `sliding_layers`. A schedule
+/// without sliding layers serves a model with them through compacted_head_budgets.
+BudgetSchedule read_budget_schedule_for(const std::string& path, int n_layers, int n_kv_heads,
+                                        const std::vector<int>& sliding_layers = {});
+
+/// per_head_budgets over the compacted heads only: the heads of the layers in sliding_layers are
+/// never compacted and get their whole length T_h (compact_cache copies those layers); the other
+/// heads share round(R * sum of their T_h) keys by their proportions, renormalised to sum 1 when
+/// p also gives the sliding heads a share (a schedule made for every head). p, T: [n_layers *
+/// n_kv_heads], layer-major. Returns [n_layers * n_kv_heads]. Throws Error as per_head_budgets, for
+/// sizes that disagree, every layer sliding, or compacted heads whose proportions sum to 0.
+std::vector<int> compacted_head_budgets(const std::vector<double>& p, const std::vector<int>& T, int n_kv_heads,
+                                        const std::vector<int>& sliding_layers, double R,
+                                        double max_head_ratio = 1.0);
 
 /// Whole keys per head for a total ratio R in (0, 1]: total = round(R * sum_h T_h), raised to the
 /// number of heads with p_h > 0 when smaller (each of them keeps >= 1 key, like AM's

@@ -102,7 +102,8 @@ CompactEvalUnit evaluate_compact_eval_document(const Model& model, const Transfo
       set_rope(co, model.config);
       if (!options.budget_proportions.empty()) {
         std::vector<int> lengths(options.budget_proportions.size(), T);
-        co.head_budgets = per_head_budgets(options.budget_proportions, lengths, ratio, options.max_head_ratio);
+        co.head_budgets = compacted_head_budgets(options.budget_proportions, lengths, model.config.n_kv_heads,
+                                                 model.config.sliding_layers(), ratio, options.max_head_ratio);
       }
       auto t0 = std::chrono::steady_clock::now();
       KVCache compacted = compact_prefill(transformer, tokenizer, prefill, co);

@@ -68,6 +68,13 @@ std::vector<HeadId> compactable_heads(const ModelConfig& c) {
   return heads;
 }
 
+std::vector<HeadId> influence_heads(const std::string& spec, const ModelConfig& c) {
+  if (spec == "all") return compactable_heads(c);
+  std::vector<HeadId> heads = parse_head_names(spec, c.n_layers, c.n_kv_heads);
+  check_compactable(c, heads);
+  return heads;
+}
+
 void check_compactable(const ModelConfig& c, const std::vector<HeadId>& heads) {
   for (const HeadId& h : heads)
     if (h.layer >= 0 && h.layer < c.n_layers && c.sliding(h.layer))
@@ -113,7 +120,8 @@ DocumentInfluence sweep_context(
       throw Error(fmt::format("budgets list {} heads, the model has {}", options.budget_proportions.size(), L * H));
     if (!(options.baseline_ratio > 0))
       throw Error("--budgets needs a baseline ratio above 0 (it is the total ratio of the budgets)");
-    t_base = per_head_budgets(options.budget_proportions, std::vector<int>(t_base.size(), T), options.baseline_ratio);
+    t_base = compacted_head_budgets(options.budget_proportions, std::vector<int>(t_base.size(), T), H,
+                                    c.sliding_layers(), options.baseline_ratio);
   }
   int max_t = *std::max_element(t_base.begin(), t_base.end());
   for (double r : options.grid) max_t = std::max(max_t, kept_entries(r, T));
@@ -359,7 +367,7 @@ InfluenceStudy study_of(std::size_t n_items, const std::function<std::string(std
   std::vector<std::string> heads, hashes;
   for (const HeadId& h : o.heads) heads.push_back(head_name(h.layer, h.kv_head));
   for (std::size_t d = 0; d < n_items; ++d) hashes.push_back(input_hash(item_text(d)));
-  return make_study({{"model_fingerprint", fingerprint},
+  nlohmann::json settings = {{"model_fingerprint", fingerprint},
                      {"method", to_string(o.method)},
                      {"grid", o.grid},
                      {"baseline_ratio", o.baseline_ratio},
@@ -373,7 +381,10 @@ InfluenceStudy study_of(std::size_t n_items, const std::function<std::string(std
                      {"n_kv_heads", c.n_kv_heads},
                      {"fast_quant", matmul_mode() == MatmulMode::FastQuant},
                      {"documents", n_items},
-                     {"input_hashes", hashes}});
+                     {"input_hashes", hashes}};
+  // Only models with sliding-window layers carry the key, so other models' studies keep their settings.
+  if (c.has_sliding_layers()) settings["sliding_layers"] = c.sliding_layers();
+  return make_study(std::move(settings));
 }
 
 /// Shard o.shard of the units (run_unit_shard_groups): per document, the shard's heads not yet in
@@ -466,6 +477,7 @@ InfluenceCurves run_items(const Model& model, std::size_t n_items, const std::fu
   curves.grid = o.grid;
   curves.n_layers = c.n_layers;
   curves.n_kv_heads = c.n_kv_heads;
+  curves.sliding_layers = c.sliding_layers();
   curves.evaluated = kind.evaluated;
   curves.budget_proportions = o.budget_proportions;
   curves.budgets_source = o.budgets_source;

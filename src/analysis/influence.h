@@ -62,6 +62,11 @@ struct DocumentInfluence {
 /// layers (Gemma 3's local layers) are never compacted, so influence curves and budgets cover
 /// global layers only. Throws Error when every layer is a sliding-window layer.
 std::vector<HeadId> compactable_heads(const ModelConfig& config);
+
+/// The heads an influence sweep covers from a --heads spec: "all" = compactable_heads (the global
+/// layers' heads), else the listed KV heads (parse_head_names). Throws Error for a bad list or a
+/// listed head in a sliding-window layer.
+std::vector<HeadId> influence_heads(const std::string& spec, const ModelConfig& config);
 /// Throws Error("--heads: head ... is in sliding-window layer ...") for a head of a sliding layer.
 void check_compactable(const ModelConfig& config, const std::vector<HeadId>& heads);
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -210,6 +211,21 @@ CurveStats aggregate_documents(const std::vector<std::vector<double>>& per_docum
   return s;
 }
 
+bool InfluenceCurves::sliding(int layer) const {
+  return std::find(sliding_layers.begin(), sliding_layers.end(), layer) != sliding_layers.end();
+}
+
+void check_sliding_layers(const std::vector<int>& layers, int n_layers, const std::string& where) {
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i] < 0 || layers[i] >= n_layers)
+      throw Error(fmt::format("{}: layer {} does not exist ({} layers)", where, layers[i], n_layers));
+    if (i > 0 && layers[i] <= layers[i - 1])
+      throw Error(fmt::format("{}: layers must be ascending and distinct ({} after {})", where, layers[i], layers[i - 1]));
+  }
+  if (n_layers > 0 && static_cast<int>(layers.size()) == n_layers)
+    throw Error(fmt::format("{}: every layer is a sliding-window layer (none is compacted)", where));
+}
+
 void validate_influence_curves(const InfluenceCurves& c, const std::string& source) {
   if (c.n_layers < 1) throw Error(fmt::format("{}: n_layers: must be >= 1, got {}", source, c.n_layers));
   if (c.n_kv_heads < 1) throw Error(fmt::format("{}: n_kv_heads: must be >= 1, got {}", source, c.n_kv_heads));
@@ -220,6 +236,7 @@ void validate_influence_curves(const InfluenceCurves& c, const std::string& sour
   bool on_grid = false;
   for (double g : c.grid) on_grid = on_grid || std::fabs(g - c.baseline_ratio) <= 1e-9;
   if (!on_grid) throw Error(fmt::format("{}: baseline_ratio: {} is not on the grid", source, c.baseline_ratio));
+  check_sliding_layers(c.sliding_layers, c.n_layers, source + ": sliding_layers");
   std::set<std::pair<int, int>> seen;
   for (std::size_t i = 0; i < c.heads.size(); ++i) {
     const HeadCurve& h = c.heads[i];
@@ -229,6 +246,9 @@ void validate_influence_curves(const InfluenceCurves& c, const std::string& sour
                               c.n_layers, c.n_kv_heads));
     if (!seen.insert({h.layer, h.kv_head}).second)
       throw Error(fmt::format("{}: head {} appears twice", where, h.name()));
+    if (c.sliding(h.layer))
+      throw Error(fmt::format("{}: head {} is in sliding-window layer {}, which is never compacted", where, h.name(),
+                              h.layer));
     if (h.ratios.empty()) throw Error(fmt::format("{}.ratios: empty", where));
     check_ratio_list(h.ratios, where + ".ratios");
     if (h.mean.size() != h.ratios.size() || h.sem.size() != h.ratios.size() || h.std.size() != h.ratios.size())
@@ -256,6 +276,7 @@ nlohmann::json influence_curves_to_json(const InfluenceCurves& c) {
   j["n_layers"] = c.n_layers;
   j["n_kv_heads"] = c.n_kv_heads;
   j["evaluated"] = c.evaluated;
+  if (!c.sliding_layers.empty()) j["sliding_layers"] = c.sliding_layers;
   j["budgets"] = c.budget_proportions.empty()
                      ? nlohmann::json(nullptr)
                      : nlohmann::json{{"source", c.budgets_source}, {"proportions", c.budget_proportions}};
@@ -284,6 +305,12 @@ InfluenceCurves influence_curves_from_json(const nlohmann::json& j, const std::s
   c.n_layers = get_int(j, "n_layers", top);
   c.n_kv_heads = get_int(j, "n_kv_heads", top);
   if (j.contains("evaluated")) c.evaluated = get_string(j, "evaluated", top);
+  if (j.contains("sliding_layers"))
+    for (double l : get_numbers(j, "sliding_layers", top)) {
+      if (l != std::floor(l) || std::fabs(l) > 1e6)
+        throw Error(fmt::format("{}: sliding_layers: {} is not a layer index", source, l));
+      c.sliding_layers.push_back(static_cast<int>(l));
+    }
   if (j.contains("budgets") && !j["budgets"].is_null()) {
     const Where w{source, "budgets"};
     c.budget_proportions = get_numbers(j["budgets"], "proportions", w);

@@ -58,6 +58,13 @@ struct InfluenceCurves {
   /// Per-head baseline budget proportions (influence --budgets), layer-major; empty = uniform.
   std::vector<double> budget_proportions;
   std::string budgets_source;     ///< the budgets file ("" when uniform)
+  /// Sliding-window layers of the model (ascending; Gemma 3's local layers): never compacted, so
+  /// their heads have no curve and budgets leave them out. JSON "sliding_layers", written only
+  /// when non-empty.
+  std::vector<int> sliding_layers;
+
+  /// True when layer l is one of sliding_layers.
+  bool sliding(int layer) const;
 
   /// The curve of (layer, kv_head), or nullptr when that head was not swept.
   const HeadCurve* find(int layer, int kv_head) const;
@@ -95,6 +102,10 @@ CurveStats aggregate_documents(const std::vector<std::vector<double>>& per_docum
 /// increasing in [0, 1], mean/sem/std of the same length as ratios, values finite, sem/std >= 0,
 /// documents >= 1). Throws Error "<source>: <field>: <problem>".
 void validate_influence_curves(const InfluenceCurves& curves, const std::string& source);
+
+/// Checks a sliding-layer list: every index in [0, n_layers), ascending, distinct, not every
+/// layer. Throws Error("<where>: <problem>").
+void check_sliding_layers(const std::vector<int>& layers, int n_layers, const std::string& where);
 
 /// JSON form: {"model_fingerprint", "method", "baseline_ratio", "grid": [..], "n_layers",
 /// "n_kv_heads", "evaluated" (optional, default "continuation"), "budgets" (optional: null or

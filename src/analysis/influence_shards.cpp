@@ -140,6 +140,7 @@ InfluenceCurves merge_units(const StudyStatus& st) {
     curves.n_layers = json_int(s.at("n_layers"), "study settings", "n_layers");
     curves.n_kv_heads = json_int(s.at("n_kv_heads"), "study settings", "n_kv_heads");
     curves.evaluated = s.at("evaluated").get<std::string>();
+    if (s.contains("sliding_layers")) curves.sliding_layers = s.at("sliding_layers").get<std::vector<int>>();
     if (!s.at("budgets").is_null()) {
       curves.budget_proportions = s["budgets"].at("proportions").get<std::vector<double>>();
       curves.budgets_source = s["budgets"].at("source").get<std::string>();

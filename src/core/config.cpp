@@ -25,6 +25,13 @@ bool ModelConfig::has_sliding_layers() const {
   return false;
 }
 
+std::vector<int> ModelConfig::sliding_layers() const {
+  std::vector<int> out;
+  for (int l = 0; l < n_layers; ++l)
+    if (sliding(l)) out.push_back(l);
+  return out;
+}
+
 long long parameter_count(const ModelConfig& c) {
   const long long D = c.dim, H = c.hidden_dim, V = c.vocab_size;
   const long long per_layer = 2 * D + static_cast<long long>(c.q_dim()) * D +

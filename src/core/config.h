@@ -117,6 +117,9 @@ struct ModelConfig {
   bool sliding(int l) const { return layer(l).sliding(); }
   /// True when any layer uses sliding-window attention.
   bool has_sliding_layers() const;
+  /// The sliding-window layers, ascending (never compacted; budgets and influence curves cover the
+  /// other layers only). Empty for models without them.
+  std::vector<int> sliding_layers() const;
 };
 
 /// Total parameter count (embedding, layers, final norm, separate classifier if any).

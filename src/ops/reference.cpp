@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 namespace kvcompact {
@@ -26,16 +27,18 @@ void rmsnorm_ref(const float* x, const float* weight, float* out, int n, int dim
   }
 }
 
-void rope_ref(float* x, int n, int n_heads, int head_dim, int first_position, float theta,
-              RopeStyle style) {
+namespace {
+
+// Rotates pair j of every head of x [n, n_heads*head_dim] by the angle cos_sin(i, j) returns for
+// row i: (a, b) -> (a cos - b sin, a sin + b cos), in double.
+template <class CosSin>
+void rotate_pairs(float* x, int n, int n_heads, int head_dim, RopeStyle style, CosSin cos_sin) {
   const int half = head_dim / 2;
   for (int i = 0; i < n; ++i)
     for (int h = 0; h < n_heads; ++h) {
       float* v = x + (static_cast<long>(i) * n_heads + h) * head_dim;
       for (int j = 0; j < half; ++j) {
-        const double angle =
-            static_cast<double>(first_position + i) / std::pow(static_cast<double>(theta), 2.0 * j / head_dim);
-        const double c = std::cos(angle), s = std::sin(angle);
+        const auto [c, s] = cos_sin(i, j);
         const int ia = style == RopeStyle::Interleaved ? 2 * j : j;
         const int ib = style == RopeStyle::Interleaved ? 2 * j + 1 : j + half;
         const double a = v[ia], b = v[ib];
@@ -43,6 +46,25 @@ void rope_ref(float* x, int n, int n_heads, int head_dim, int first_position, fl
         v[ib] = static_cast<float>(a * s + b * c);
       }
     }
+}
+
+}  // namespace
+
+void rope_ref(float* x, int n, int n_heads, int head_dim, int first_position, float theta,
+              RopeStyle style) {
+  rotate_pairs(x, n, n_heads, head_dim, style, [&](int i, int j) {
+    const double angle =
+        static_cast<double>(first_position + i) / std::pow(static_cast<double>(theta), 2.0 * j / head_dim);
+    return std::pair<double, double>(std::cos(angle), std::sin(angle));
+  });
+}
+
+void apply_rope_ref(float* x, int n, int n_heads, int head_dim, const float* cos, const float* sin,
+                    RopeStyle style) {
+  const long half = head_dim / 2;
+  rotate_pairs(x, n, n_heads, head_dim, style, [&](int i, int j) {
+    return std::pair<double, double>(cos[i * half + j], sin[i * half + j]);
+  });
 }
 
 void softmax_ref(float* x, int n) {
@@ -58,23 +80,6 @@ void swiglu_ref(float* gate, const float* up, long n) {
     const double v = gate[i];
     gate[i] = static_cast<float>(v / (1.0 + std::exp(-v)) * up[i]);
   }
-}
-
-void apply_rope_ref(float* x, int n, int n_heads, int head_dim, const float* cos, const float* sin,
-                    RopeStyle style) {
-  const int half = head_dim / 2;
-  for (int i = 0; i < n; ++i)
-    for (int h = 0; h < n_heads; ++h) {
-      float* v = x + (static_cast<long>(i) * n_heads + h) * head_dim;
-      for (int j = 0; j < half; ++j) {
-        const int a = style == RopeStyle::Interleaved ? 2 * j : j;
-        const int b = style == RopeStyle::Interleaved ? 2 * j + 1 : j + half;
-        const double c = cos[static_cast<long>(i) * half + j], s = sin[static_cast<long>(i) * half + j];
-        const double va = v[a], vb = v[b];
-        v[a] = static_cast<float>(va * c - vb * s);
-        v[b] = static_cast<float>(va * s + vb * c);
-      }
-    }
 }
 
 void geglu_tanh_ref(float* gate, const float* up, long n) {
