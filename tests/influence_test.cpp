@@ -107,5 +107,30 @@ TEST_F(InfluenceTest, BaselineOffTheGridIsRefused) {
   EXPECT_THROW(sweep_document(*model_, ids, 0, o), Error);
 }
 
+// On a model with sliding-window layers "all" is the global layers' heads; a listed sliding head is
+// refused, naming it.
+TEST(InfluenceHeads, AllMeansTheGlobalLayersHeads) {
+  ModelConfig c;
+  c.n_layers = 4;
+  c.n_kv_heads = 2;
+  LayerSpec local;
+  local.attention = AttentionKind::Sliding;
+  local.window = 8;
+  c.layers = {local, LayerSpec{}, local, LayerSpec{}};
+  const std::vector<HeadId> all = influence_heads("all", c);
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0], (HeadId{1, 0}));
+  EXPECT_EQ(all[3], (HeadId{3, 1}));
+  EXPECT_EQ(influence_heads("L3H1,L1H0", c), (std::vector<HeadId>{{3, 1}, {1, 0}}));
+  try {
+    influence_heads("L1H0,L2H1", c);
+    FAIL() << "a sliding head was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("L2H1 is in sliding-window layer 2"), std::string::npos) << e.what();
+  }
+  c.layers = {};
+  EXPECT_EQ(influence_heads("all", c).size(), 8u);
+}
+
 }  // namespace
 }  // namespace kvcompact

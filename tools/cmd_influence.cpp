@@ -172,6 +172,11 @@ Runner register_budget(CLI::App& app, CommonOptions& common) {
       curves = std::make_unique<InfluenceCurves>(read_influence_curves_json(path));
     }
     int L = curves ? curves->n_layers : o->n_layers, H = curves ? curves->n_kv_heads : o->n_kv_heads;
+    if (!curves && o->schedule != "optimized" && (L < 1 || H < 1))
+      throw Error(fmt::format("budget --schedule {}: give --curves DIR, or --layers and --kv-heads", o->schedule));
+    if (curves && (o->n_layers > 0 || o->n_kv_heads > 0) && (o->n_layers != L || o->n_kv_heads != H))
+      throw Error(fmt::format("budget: --layers {} --kv-heads {} disagree with the curves ({} x {}); give one of them",
+                              o->n_layers, o->n_kv_heads, L, H));
     BudgetSchedule s;
     if (o->schedule == "optimized") {
       if (!curves) throw Error("budget: --schedule optimized needs --curves");
@@ -189,17 +194,26 @@ Runner register_budget(CLI::App& app, CommonOptions& common) {
     }
     if (curves && o->schedule != "optimized") set_predicted_delta(s, *curves);
     if (curves && !curves->grid.empty()) {
-      // The additive model reads each head's curve at r_h = p_h * H * R; past the grid it holds the
-      // last value, which is an extrapolation: say so.
-      const double H_all = static_cast<double>(s.n_layers) * s.n_kv_heads;
-      double worst = 0;
+      // The additive model reads each head's curve at r_h = p_h * H * R (H: the compacted heads);
+      // outside the grid it holds the nearest end value, which is an extrapolation: say so.
+      const double H_all =
+          static_cast<double>(s.n_layers - static_cast<int>(s.sliding_layers.size())) * s.n_kv_heads;
+      double worst = 0, lowest = 1;
       for (const auto& h : s.heads)
-        for (double R : targets) worst = std::max(worst, h.proportion * H_all * R);
+        for (double R : targets) {
+          worst = std::max(worst, h.proportion * H_all * R);
+          if (h.proportion > 0) lowest = std::min(lowest, h.proportion * H_all * R);
+        }
       if (worst > curves->grid.back() + 1e-12)
         std::fprintf(stderr,
                      "kvcompact: note: some head ratios reach %.3g, beyond the curves' last ratio %.3g; the "
                      "prediction holds the last value there (sweep a wider --ratios grid for these targets)\n",
                      worst, curves->grid.back());
+      if (lowest < curves->grid.front() - 1e-12)
+        std::fprintf(stderr,
+                     "kvcompact: note: some head ratios fall to %.3g, below the curves' first ratio %.3g; the "
+                     "prediction holds the first value there (sweep a --ratios grid that starts lower)\n",
+                     lowest, curves->grid.front());
     }
     write_budget_schedule(o->out, s);
     const std::string svg = budget_heatmap(s);

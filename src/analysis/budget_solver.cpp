@@ -29,7 +29,7 @@ void check_targets(const std::vector<double>& targets, const char* what) {
   if (targets.empty()) throw Error(fmt::format("{}: no target ratios", what));
   for (double r : targets)
     if (!std::isfinite(r) || r <= 0.0 || r > 1.0)
-      throw Error(fmt::format("{}: target ratio {} is outside (0, 1]", what, r));
+      throw Error(fmt::format("{}: target ratio {} (--targets) is outside (0, 1]", what, r));
 }
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }

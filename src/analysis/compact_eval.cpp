@@ -45,6 +45,10 @@ void validate_compact_eval_options(const Model& model, const CompactEvalOptions&
   const int n_heads = model.config.n_layers * model.config.n_kv_heads;
   if (!options.budget_proportions.empty() && static_cast<int>(options.budget_proportions.size()) != n_heads)
     throw Error(fmt::format("budgets list {} heads, the model has {}", options.budget_proportions.size(), n_heads));
+  if (!options.budget_proportions.empty())
+    for (double r : options.ratios)
+      if (!(r > 0.0))
+        throw Error(fmt::format("--ratios {}: with --budgets a ratio is the total ratio of the budgets and must be in (0, 1]", r));
 }
 
 CompactEvalUnit evaluate_compact_eval_document(const Model& model, const Transformer& transformer,
@@ -115,7 +119,9 @@ CompactEvalUnit evaluate_compact_eval_document(const Model& model, const Transfo
       c.nll = nll;
       c.bytes = static_cast<double>(compacted.bytes());
       c.full_bytes = static_cast<double>(prefill.cache.bytes());
-      c.heads = static_cast<double>(compacted.n_layers()) * compacted.n_kv_heads();
+      // heads compacted: sliding-window layers are copied, not compacted
+      c.heads = static_cast<double>(compacted.n_layers() - static_cast<int>(model.config.sliding_layers().size())) *
+                compacted.n_kv_heads();
       c.seconds = secs;
       c.entries = static_cast<double>(compacted.total_entries());
       unit.cells.push_back(c);

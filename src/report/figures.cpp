@@ -71,7 +71,8 @@ std::string budget_heatmap(const BudgetSchedule& schedule) {
   m.colorbar_title = "proportion of total keys";
   double mx = 0;
   for (int l = 0; l < schedule.n_layers; ++l) {
-    m.row_labels.push_back(fmt::format("L{}", l));
+    // A sliding-window layer keeps its window and is never compacted: labelled, its cells 0.
+    m.row_labels.push_back(schedule.sliding(l) ? fmt::format("L{} window", l) : fmt::format("L{}", l));
     std::vector<double> row;
     for (int h = 0; h < schedule.n_kv_heads; ++h) {
       row.push_back(p[static_cast<std::size_t>(l * schedule.n_kv_heads + h)]);
