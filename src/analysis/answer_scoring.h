@@ -48,6 +48,12 @@ double string_match_part(const std::string& prediction, const std::vector<std::s
 /// answer_correct(prediction, item.reference, item.answer_type). Throws as those.
 double item_score(const std::string& prediction, const TaskItem& item);
 
+/// Cognitive Mirrors' accuracy rule for one masked answer (sihuo-design/CognitiveMirrors,
+/// ablation_topk.py): correct when bleu > 0.8 or rouge1 > 0.6 or cosine > 0.6 (strict
+/// inequalities; BLEU 0..1 against the unmasked model's answer, ROUGE-1 F and embedding cosine
+/// against the gold answer: analysis/similarity_score.h).
+bool cognitive_mirrors_correct(double bleu, double rouge1, double cosine);
+
 /// `text` cut before the earliest occurrence of any non-empty stop string (unchanged when none
 /// occurs).
 std::string cut_at_stop(const std::string& text, const std::vector<std::string>& stop);

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,10 +9,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "analysis/external_command.h"
 #include "core/error.h"
 
 namespace kvcompact {
@@ -23,17 +22,6 @@ namespace {
 bool is_executable_file(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  return out + "'";
 }
 
 std::string one_line(const std::string& s) {
@@ -48,34 +36,6 @@ void write_lines(const std::string& path, const std::vector<std::string>& lines)
   for (const std::string& l : lines) out << one_line(l) << '\n';
   if (!out) throw Error(fmt::format("{}: cannot write comet-score input", path));
 }
-
-std::string last_nonempty_line(const std::string& text) {
-  std::istringstream in(text);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-  return last;
-}
-
-/// A temporary folder removed when it goes out of scope.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string templ = std::string(base && *base ? base : "/tmp") + "/kvcompact_comet_XXXXXX";
-    std::vector<char> buf(templ.begin(), templ.end());
-    buf.push_back('\0');
-    if (::mkdtemp(buf.data()) == nullptr)
-      throw Error(fmt::format("{}: cannot create a temporary folder: {}", templ, std::strerror(errno)));
-    path = buf.data();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
 
 }  // namespace
 
@@ -149,9 +109,9 @@ std::vector<double> comet_score(const std::vector<std::string>& sources, const s
   if (sources.size() != hypotheses.size() || references.size() != hypotheses.size())
     throw Error(fmt::format("COMET: {} sources, {} hypotheses and {} references (must be equal)", sources.size(),
                             hypotheses.size(), references.size()));
-  TempDir dir;
-  const std::string src = dir.path + "/src.txt", hyp = dir.path + "/hyp.txt", ref = dir.path + "/ref.txt",
-                    err = dir.path + "/stderr.txt";
+  TempDir dir("kvcompact_comet_");
+  const std::string src = dir.path() + "/src.txt", hyp = dir.path() + "/hyp.txt", ref = dir.path() + "/ref.txt",
+                    err = dir.path() + "/stderr.txt";
   write_lines(src, sources);
   write_lines(hyp, hypotheses);
   write_lines(ref, references);
@@ -159,23 +119,7 @@ std::vector<double> comet_score(const std::vector<std::string>& sources, const s
                                 shell_quote(hyp), shell_quote(ref), shell_quote(options.model));
   if (options.gpus >= 0) cmd += fmt::format(" --gpus {}", options.gpus);
   if (options.batch_size > 0) cmd += fmt::format(" --batch_size {}", options.batch_size);
-  cmd += " 2>" + shell_quote(err) + " </dev/null";
-  std::fflush(nullptr);
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) throw Error(fmt::format("{}: cannot run: {}", exe, std::strerror(errno)));
-  std::string output;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
-  const int raw = ::pclose(pipe);
-  if (raw != 0) {
-    std::ifstream in(err, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string last = last_nonempty_line(ss.str());
-    const int status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-    throw Error(fmt::format("{} exited with status {}{}", exe, status, last.empty() ? "" : ": " + last));
-  }
+  const std::string output = run_capturing_stdout(cmd, err, exe);
   return parse_comet_output(output, hypotheses.size());
 }
 

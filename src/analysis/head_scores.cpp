@@ -210,6 +210,15 @@ HeadScores entropy_scores(const Model& model, const std::vector<std::vector<int>
                      used, obs.sum, false);
 }
 
+HeadScores make_head_scores(const ModelConfig& config, const std::string& model_fingerprint,
+                            const std::string& method, const std::string& order, int items,
+                            const std::vector<double>& per_head, bool descending) {
+  if (per_head.size() != static_cast<std::size_t>(config.n_layers) * static_cast<std::size_t>(config.n_heads))
+    throw Error(fmt::format("head scores: {} scores for {} x {} query heads", per_head.size(), config.n_layers,
+                            config.n_heads));
+  return make_scores(config, model_fingerprint, method, order, items, per_head, descending);
+}
+
 HeadScores influence_scores(const InfluenceCurves& curves, const ModelConfig& config,
                             const std::string& model_fingerprint) {
   if (curves.n_layers != config.n_layers || curves.n_kv_heads != config.n_kv_heads)

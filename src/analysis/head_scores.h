@@ -20,7 +20,7 @@ struct HeadScore {
 
 /// A ranking of every query head of a model, best (first to mask) first.
 struct HeadScores {
-  std::string method;             ///< "retrieval" | "entropy" | "influence"
+  std::string method;             ///< "retrieval" | "entropy" | "influence" | "patching"
   std::string model_fingerprint;  ///< fingerprint_hex of the model ("" when not known)
   std::string order;              ///< how the list is ordered, in words
   int n_layers = 0;
@@ -74,6 +74,13 @@ HeadScores entropy_scores(const Model& model, const std::vector<std::vector<int>
 /// curves whose layer/KV-head counts differ from the config.
 HeadScores influence_scores(const InfluenceCurves& curves, const ModelConfig& config,
                             const std::string& model_fingerprint);
+
+/// A ranking from per-head scores: per_head [n_layers * n_heads] (layer-major, query heads),
+/// sorted highest first when `descending` (else lowest first), ties in layer, head order; the
+/// other fields as given (n_kv_heads from config). Throws Error when per_head has another size.
+HeadScores make_head_scores(const ModelConfig& config, const std::string& model_fingerprint,
+                            const std::string& method, const std::string& order, int items,
+                            const std::vector<double>& per_head, bool descending);
 
 /// JSON: {"method", "model_fingerprint", "order", "n_layers", "n_heads", "n_kv_heads", "items",
 /// "heads": [{"rank", "name", "layer", "head", "kv_head", "score"}]}; written atomically.

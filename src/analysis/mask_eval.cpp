@@ -12,6 +12,7 @@
 #include "analysis/answer_generation.h"
 #include "analysis/answer_scoring.h"
 #include "analysis/chrf.h"
+#include "analysis/similarity_score.h"
 #include "analysis/mean_sem.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -20,10 +21,16 @@
 
 namespace kvcompact {
 
-std::vector<QueryHeadId> random_head_set(const ModelConfig& config, int k, int draw, uint64_t seed) {
-  std::vector<QueryHeadId> all = all_query_heads(config);
+std::vector<QueryHeadId> random_head_set(const ModelConfig& config, int k, int draw, uint64_t seed,
+                                         const std::vector<QueryHeadId>& exclude) {
+  std::vector<QueryHeadId> all;
+  for (const QueryHeadId& h : all_query_heads(config))
+    if (std::find(exclude.begin(), exclude.end(), h) == exclude.end()) all.push_back(h);
   if (k < 0 || k > static_cast<int>(all.size()))
-    throw Error(fmt::format("random head set: k {} is outside [0, {}]", k, all.size()));
+    throw Error(exclude.empty() ? fmt::format("random head set: k {} is outside [0, {}]", k, all.size())
+                                : fmt::format("random head set: k {} is more than the {} heads left after excluding {}",
+                                              k, all.size(), exclude.size()));
+  if (all.empty()) return all;
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(k) * 0xBF58476D1CE4E5B9ULL +
                       static_cast<uint64_t>(draw) * 0x94D049BB133111EBULL + 0x2545F4914F6CDD1DULL);
   for (std::size_t i = all.size() - 1; i > 0; --i) {
@@ -58,6 +65,8 @@ double mean_of(const std::vector<double>& v) { return mean_sem(v).mean; }
 
 struct Wanted {
   bool chrf = false, comet = false, nll = false;
+  bool bleu = false, rouge1 = false, cosine = false, cm_accuracy = false;  // the similarity scorer's
+  bool scorer() const { return bleu || rouge1 || cosine || cm_accuracy; }
 };
 
 Wanted parse_metrics(const std::vector<std::string>& metrics) {
@@ -66,9 +75,13 @@ Wanted parse_metrics(const std::vector<std::string>& metrics) {
     if (m == "chrf") w.chrf = true;
     else if (m == "comet") w.comet = true;
     else if (m == "nll") w.nll = true;
+    else if (m == "bleu") w.bleu = true;
+    else if (m == "rouge1") w.rouge1 = true;
+    else if (m == "cosine") w.cosine = true;
+    else if (m == "cm_accuracy") w.cm_accuracy = true;
     else if (m != "accuracy")
-      throw Error(fmt::format("mask-eval: unknown metric \"{}\" (expected chrf, comet or nll; accuracy "
-                              "is always reported)", m));
+      throw Error(fmt::format("mask-eval: unknown metric \"{}\" (expected chrf, comet, nll, bleu, rouge1, cosine or "
+                              "cm_accuracy; accuracy is always reported)", m));
   }
   return w;
 }
@@ -144,10 +157,33 @@ void score_conditions(MaskEvalResult& result, const std::vector<TaskItem>& items
   if (!result.ks.empty())
     result.topk_heads = runs[1 + (result.ks.size() - 1) * (1 + static_cast<std::size_t>(result.random_seeds))].heads;
   const std::vector<std::string>& unmasked = runs[0].answers;
+  // Cognitive Mirrors' metrics, every condition in one run of the scorer: per condition, BLEU
+  // against the unmasked answers, ROUGE-1 and cosine against the gold answers.
+  const bool need_bleu = want.bleu || want.cm_accuracy, need_rouge = want.rouge1 || want.cm_accuracy,
+             need_cosine = want.cosine || want.cm_accuracy;
+  std::vector<std::vector<double>> sim;  // [condition * 3 + {0 bleu, 1 rouge1, 2 cosine}][item]
+  if (want.scorer()) {
+    std::vector<std::string> gold;
+    for (const TaskItem& it : items) gold.push_back(it.reference);
+    std::vector<SimilarityRequest> requests;
+    for (std::size_t ci = 0; ci < conditions.size(); ++ci) {
+      if (need_bleu) requests.push_back({"bleu", runs[ci].answers, unmasked});
+      if (need_rouge) requests.push_back({"rouge1", runs[ci].answers, gold});
+      if (need_cosine) requests.push_back({"cosine", runs[ci].answers, gold});
+    }
+    const std::vector<std::vector<double>> got = similarity_scores(requests, options.similarity);
+    std::size_t next = 0;
+    const std::vector<double> none(items.size(), 0.0);
+    for (std::size_t ci = 0; ci < conditions.size(); ++ci) {
+      sim.push_back(need_bleu ? got[next++] : none);
+      sim.push_back(need_rouge ? got[next++] : none);
+      sim.push_back(need_cosine ? got[next++] : none);
+    }
+  }
   std::vector<FamilyMetrics> metrics(conditions.size());
   for (std::size_t ci = 0; ci < conditions.size(); ++ci) {
     const std::vector<std::string>& answers = runs[ci].answers;
-    std::map<std::string, std::vector<double>> acc, chr, com, nll;
+    std::map<std::string, std::vector<double>> acc, chr, com, nll, bleu, rouge, cosine, cm;
     std::vector<double> comet_scores;
     if (want.comet) {
       std::vector<std::string> src, hyp, ref;
@@ -166,12 +202,23 @@ void score_conditions(MaskEvalResult& result, const std::vector<TaskItem>& items
       if (want.chrf) chr[it.family].push_back(chrf(pred, ref));
       if (want.comet) com[it.family].push_back(comet_scores[i]);
       if (want.nll && std::isfinite(runs[ci].nlls[i])) nll[it.family].push_back(runs[ci].nlls[i]);
+      if (want.scorer()) {
+        const double b = sim[ci * 3][i], r = sim[ci * 3 + 1][i], c = sim[ci * 3 + 2][i];
+        bleu[it.family].push_back(b);
+        rouge[it.family].push_back(r);
+        cosine[it.family].push_back(c);
+        cm[it.family].push_back(cognitive_mirrors_correct(b, r, c) ? 1.0 : 0.0);
+      }
     }
     for (const std::string& f : result.families) {
       metrics[ci]["accuracy"][f] = mean_of(acc[f]);
       if (want.chrf) metrics[ci]["chrf"][f] = mean_of(chr[f]);
       if (want.comet) metrics[ci]["comet"][f] = mean_of(com[f]);
       if (want.nll) metrics[ci]["nll"][f] = nll[f].empty() ? std::nan("") : mean_of(nll[f]);
+      if (want.bleu) metrics[ci]["bleu"][f] = mean_of(bleu[f]);
+      if (want.rouge1) metrics[ci]["rouge1"][f] = mean_of(rouge[f]);
+      if (want.cosine) metrics[ci]["cosine"][f] = mean_of(cosine[f]);
+      if (want.cm_accuracy) metrics[ci]["cm_accuracy"][f] = mean_of(cm[f]);
     }
   }
   for (const std::string& f : result.families)
@@ -206,6 +253,7 @@ struct Prepared {
   MaskEvalResult header;             ///< every field but families, rows and topk_heads
   std::vector<Condition> conditions; ///< with their heads
   Wanted want;
+  MaskPositions positions = MaskPositions::All;  ///< options.positions resolved
   UnitStudy study;                   ///< one unit per condition, named by its label
 };
 
@@ -232,13 +280,31 @@ Prepared prepare(const Model& model, const std::vector<TaskItem>& items, const H
     throw Error(fmt::format("mask-eval: --random-seeds {} is outside [1, 1000]", options.random_seeds));
   if (options.reference != "gold" && options.reference != "model")
     throw Error(fmt::format("mask-eval: unknown reference \"{}\" (expected gold or model)", options.reference));
+  if (options.random_from != "all" && options.random_from != "rest")
+    throw Error(fmt::format("mask-eval: unknown --random-from \"{}\" (expected all or rest)", options.random_from));
+  const bool from_rest = options.random_from == "rest";
+  if (from_rest)
+    for (int k : options.ks)
+      if (total_heads - k < k)
+        throw Error(fmt::format("mask-eval: --random-from rest: K = {} leaves {} heads outside the top {}, fewer than "
+                                "K (use K <= {} or --random-from all)",
+                                k, total_heads - k, k, total_heads / 2));
   Prepared p;
   p.want = parse_metrics(options.metrics);
   if (p.want.comet && find_executable(options.comet.executable).empty())
     throw Error(fmt::format("{} not found on PATH: install unbabel-comet (pip install unbabel-comet) or "
                             "use --metric chrf", options.comet.executable));
-  // validate the intervention setup once (mean ablation needs matching means)
-  HeadIntervention check(c, {}, options.ablation, options.means);
+  p.positions = options.positions.value_or(options.ablation == Ablation::Scale ? MaskPositions::Last
+                                                                                : MaskPositions::All);
+  // validate the intervention setup once (mean ablation needs matching means, scale a factor in (0, 1])
+  HeadIntervention check(c, {}, options.ablation, options.means, nullptr, {options.scale, p.positions});
+  if (p.want.scorer()) {  // a missing Python, package or model fails now, not after the generation
+    std::vector<SimilarityRequest> probe;
+    if (p.want.bleu || p.want.cm_accuracy) probe.push_back({"bleu", {"a b c d"}, {"a b c d"}});
+    if (p.want.rouge1 || p.want.cm_accuracy) probe.push_back({"rouge1", {"a"}, {"a"}});
+    if (p.want.cosine || p.want.cm_accuracy) probe.push_back({"cosine", {"a"}, {"a"}});
+    similarity_scores(probe, options.similarity);
+  }
   if (options.progress) {  // TopK takes tied heads in the file's order: say so when a tie crosses a K
     std::string tied;
     for (int k : options.ks)
@@ -254,12 +320,18 @@ Prepared prepare(const Model& model, const std::vector<TaskItem>& items, const H
   result.model = model.path;
   result.model_fingerprint = fingerprint;
   result.score_method = scores.method;
-  result.ablation = to_string(options.ablation);
+  result.ablation = to_string(AblationSpec{options.ablation, options.scale});
+  result.mask_positions = to_string(p.positions);
+  result.random_from = options.random_from;
   result.reference = options.reference;
   result.metrics = {"accuracy"};
   if (p.want.chrf) result.metrics.push_back("chrf");
   if (p.want.comet) result.metrics.push_back("comet");
   if (p.want.nll) result.metrics.push_back("nll");
+  if (p.want.bleu) result.metrics.push_back("bleu");
+  if (p.want.rouge1) result.metrics.push_back("rouge1");
+  if (p.want.cosine) result.metrics.push_back("cosine");
+  if (p.want.cm_accuracy) result.metrics.push_back("cm_accuracy");
   result.ks = options.ks;
   std::sort(result.ks.begin(), result.ks.end());
   result.ks.erase(std::unique(result.ks.begin(), result.ks.end()), result.ks.end());
@@ -270,7 +342,12 @@ Prepared prepare(const Model& model, const std::vector<TaskItem>& items, const H
   for (Condition& cond : p.conditions) {
     if (cond.kind == "topk")
       for (int i = 0; i < cond.k; ++i) cond.heads.push_back(scores.ranked[i].head);
-    if (cond.kind == "randomk") cond.heads = random_head_set(c, cond.k, cond.draw, options.seed);
+    if (cond.kind == "randomk") {
+      std::vector<QueryHeadId> topk;
+      if (from_rest)
+        for (int i = 0; i < cond.k; ++i) topk.push_back(scores.ranked[i].head);
+      cond.heads = random_head_set(c, cond.k, cond.draw, options.seed, topk);
+    }
   }
 
   std::string means_tag = "none";
@@ -286,7 +363,7 @@ Prepared prepare(const Model& model, const std::vector<TaskItem>& items, const H
   }
   std::string tasks;
   for (const TaskItem& it : items) tasks += task_item_to_jsonl(it) + "\n";
-  const nlohmann::json settings = {{"model_fingerprint", fingerprint},
+  nlohmann::json settings = {{"model_fingerprint", fingerprint},
                                    {"tasks_hash", tasks_hash_of(items)},
                                    {"items", items.size()},
                                    {"ablation", result.ablation},
@@ -299,20 +376,32 @@ Prepared prepare(const Model& model, const std::vector<TaskItem>& items, const H
                                    {"metrics", result.metrics},
                                    {"reference", result.reference},
                                    {"comet_model", p.want.comet ? options.comet.model : std::string()}};
+  // Settings added later are recorded only where they differ from what earlier studies did, so
+  // that their folders keep their identity and resume.
+  if (p.positions != MaskPositions::All) settings["mask_positions"] = result.mask_positions;
+  if (from_rest) settings["random_from"] = options.random_from;
+  if (p.want.cosine || p.want.cm_accuracy) settings["embedding_model"] = options.similarity.embedding_model;
   p.study = make_unit_study(study_kind("mask-eval"), settings, names, hashes);
   p.study.inputs = {{"model", model.path}, {"tasks", tasks}};
   return p;
 }
 
 ConditionAnswers evaluate_condition(const Model& model, const std::vector<TaskItem>& items, const Condition& cond,
-                                    const MaskEvalOptions& options, bool want_nll) {
-  HeadIntervention iv(model.config, cond.heads, options.ablation, options.means);
+                                    const MaskEvalOptions& options, MaskPositions positions, bool want_nll) {
+  HeadIntervention iv(model.config, cond.heads, options.ablation, options.means, nullptr,
+                      {options.scale, positions});
+  // Teacher forcing feeds the answer in one call: masking "last" there means every row from the
+  // prompt's last token on, i.e. every row of the call after the prompt's unmasked prefix.
+  HeadIntervention iv_rows(model.config, cond.heads, options.ablation, options.means, nullptr,
+                           {options.scale, MaskPositions::All});
+  const bool last = positions == MaskPositions::Last;
   ForwardObserver* observer = cond.heads.empty() ? nullptr : &iv;
+  ForwardObserver* nll_observer = cond.heads.empty() ? nullptr : &iv_rows;
   ConditionAnswers a;
   a.heads = head_names(cond.heads);
   for (const TaskItem& it : items) {
     a.answers.push_back(generate_answer(model, it.prompt, it.max_new_tokens, it.stop, observer).text);
-    if (want_nll) a.nlls.push_back(answer_nll(model, it.prompt, it.reference, observer));
+    if (want_nll) a.nlls.push_back(answer_nll(model, it.prompt, it.reference, nll_observer, !last));
   }
   return a;
 }
@@ -328,7 +417,7 @@ MaskEvalShardRun run_mask_eval_shard(const Model& model, const std::vector<TaskI
   auto evaluate = [&](int ci) {
     const Condition& cond = p.conditions[static_cast<std::size_t>(ci)];
     const auto t0 = std::chrono::steady_clock::now();
-    const nlohmann::json j = to_json(cond, evaluate_condition(model, items, cond, options, p.want.nll));
+    const nlohmann::json j = to_json(cond, evaluate_condition(model, items, cond, options, p.positions, p.want.nll));
     if (options.progress) {
       const auto now = std::chrono::steady_clock::now();
       log_line(fmt::format("mask-eval: [{}/{}] {}: {} items in {:.1f} s ({:.0f} s so far)", ci + 1,
@@ -368,7 +457,7 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
   std::vector<ConditionAnswers> runs;
   const auto t_start = std::chrono::steady_clock::now();
   for (const Condition& cond : p.conditions) {
-    runs.push_back(evaluate_condition(model, items, cond, options, p.want.nll));
+    runs.push_back(evaluate_condition(model, items, cond, options, p.positions, p.want.nll));
     if (options.progress)
       log_line(fmt::format("mask-eval: [{}/{}] {}: {} items ({:.0f} s so far)", runs.size(), p.conditions.size(),
                            cond.label, items.size(),
@@ -379,7 +468,7 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
   return result;
 }
 
-MaskEvalMerge merge_mask_eval(const std::string& dir, const CometOptions& comet) {
+MaskEvalMerge merge_mask_eval(const std::string& dir, const CometOptions& comet, const SimilarityOptions& similarity) {
   const UnitStudyState state = read_unit_study(dir, study_kind("mask-eval"));
   const nlohmann::json& s = state.study.settings;
   MaskEvalMerge out;
@@ -399,6 +488,8 @@ MaskEvalMerge merge_mask_eval(const std::string& dir, const CometOptions& comet)
     r.model_fingerprint = s.at("model_fingerprint").get<std::string>();
     r.score_method = s.at("score_method").get<std::string>();
     r.ablation = s.at("ablation").get<std::string>();
+    r.mask_positions = s.value("mask_positions", std::string("all"));
+    r.random_from = s.value("random_from", std::string("all"));
     r.reference = s.at("reference").get<std::string>();
     r.metrics = s.at("metrics").get<std::vector<std::string>>();
     r.ks = json_int_list(s.at("ks"), where, "ks");
@@ -407,6 +498,8 @@ MaskEvalMerge merge_mask_eval(const std::string& dir, const CometOptions& comet)
     options.reference = r.reference;
     options.comet = comet;
     options.comet.model = s.at("comet_model").get<std::string>();
+    options.similarity = similarity;
+    options.similarity.embedding_model = s.value("embedding_model", std::string());
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: malformed mask-eval manifest ({})", where, e.what()));
   }
@@ -452,6 +545,8 @@ nlohmann::json mask_eval_to_json(const MaskEvalResult& r) {
           {"model_fingerprint", r.model_fingerprint},
           {"score_method", r.score_method},
           {"ablation", r.ablation},
+          {"mask_positions", r.mask_positions},
+          {"random_from", r.random_from},
           {"reference", r.reference},
           {"metrics", r.metrics},
           {"families", r.families},
@@ -471,6 +566,8 @@ MaskEvalResult mask_eval_from_json(const nlohmann::json& j, const std::string& s
     r.model_fingerprint = j.at("model_fingerprint").get<std::string>();
     r.score_method = j.at("score_method").get<std::string>();
     r.ablation = j.at("ablation").get<std::string>();
+    r.mask_positions = j.value("mask_positions", std::string("all"));
+    r.random_from = j.value("random_from", std::string("all"));
     r.reference = j.at("reference").get<std::string>();
     r.metrics = j.at("metrics").get<std::vector<std::string>>();
     r.families = j.at("families").get<std::vector<std::string>>();

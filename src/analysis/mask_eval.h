@@ -12,6 +12,7 @@
 #include "analysis/comet_score.h"
 #include "analysis/head_intervention.h"
 #include "analysis/head_scores.h"
+#include "analysis/similarity_score.h"
 #include "analysis/task_suite.h"
 #include "analysis/unit_study.h"
 #include "model/model.h"
@@ -24,12 +25,20 @@ struct MaskEvalOptions {
   int random_seeds = 5;         ///< RandomK draws per K (the same draws serve every family)
   uint64_t seed = 0;            ///< base seed of the RandomK draws
   Ablation ablation = Ablation::Zero;
+  double scale = kDefaultAblationScale;  ///< Ablation::Scale: the factor, in (0, 1]
+  /// Rows each forward call masks; unset: Last for Ablation::Scale (the paper's), All otherwise.
+  std::optional<MaskPositions> positions;
   const HeadMeans* means = nullptr;  ///< required for Ablation::Mean
+  /// Where RandomK draws from: "all" (every query head) or "rest" (the heads outside the ranking's
+  /// first K, as Cognitive Mirrors' ablation_topk.py; needs K <= heads - K).
+  std::string random_from = "all";
   /// "gold": similarity to the task's reference answer; "model": to the unmasked model's answer.
   std::string reference = "gold";
-  /// Metrics besides accuracy: any of "chrf", "comet", "nll".
+  /// Metrics besides accuracy: any of "chrf", "comet", "nll", "bleu", "rouge1", "cosine",
+  /// "cm_accuracy".
   std::vector<std::string> metrics = {"chrf"};
   CometOptions comet;
+  SimilarityOptions similarity;  ///< the Python scorer of bleu, rouge1, cosine and cm_accuracy
   bool progress = true;         ///< one line per condition on stderr
 };
 
@@ -41,7 +50,13 @@ struct MaskEvalOptions {
 /// analysis/answer_scoring.h item_score), "chrf" (mean sentence-level chrF, 0..100, sacreBLEU
 /// CHRF defaults), "comet" (mean comet-score segment score, model-dependent scale), "nll" (mean
 /// teacher-forced NLL of the task's reference answer given the prompt, nats/token; lower is
-/// better; measurable even where a small model never answers right).
+/// better; measurable even where a small model never answers right), and Cognitive Mirrors'
+/// metrics (analysis/similarity_score.h; they ignore `reference`): "bleu" (mean sentence BLEU
+/// 0..1, HF evaluate / tensorflow-nmt, of the answer against the unmasked model's answer, so 1 for
+/// "none" wherever that answer has >= 4 tokens), "rouge1" (mean ROUGE-1 F 0..1 against the gold
+/// answer), "cosine" (mean all-MiniLM-L6-v2 embedding cosine against the gold answer) and
+/// "cm_accuracy" (fraction of items with bleu > 0.8 or rouge1 > 0.6 or cosine > 0.6, 0..1:
+/// cognitive_mirrors_correct).
 struct MaskEvalRow {
   std::string family;
   int k = 0;
@@ -58,7 +73,9 @@ struct MaskEvalResult {
   std::string model;
   std::string model_fingerprint;
   std::string score_method;     ///< the ranking's method (head-scores file)
-  std::string ablation;
+  std::string ablation;         ///< to_string(AblationSpec): "zero", "scale:0.0001", ...
+  std::string mask_positions = "all";  ///< "all" | "last"
+  std::string random_from = "all";     ///< "all" | "rest"
   std::string reference;        ///< "gold" | "model"
   std::vector<std::string> metrics;  ///< "accuracy" first
   std::vector<std::string> families; ///< in order of first appearance in the tasks
@@ -71,16 +88,22 @@ struct MaskEvalResult {
 };
 
 /// The random set of k query heads of draw `draw` (0-based): a Fisher-Yates shuffle of all heads
-/// (layer-major order) driven by std::mt19937_64 seeded from (seed, k, draw); the first k.
-std::vector<QueryHeadId> random_head_set(const ModelConfig& config, int k, int draw, uint64_t seed);
+/// (layer-major order) less `exclude`, driven by std::mt19937_64 seeded from (seed, k, draw); the
+/// first k, sorted. With no exclusions the draws are those of earlier versions. Throws Error when
+/// k is negative or more than the heads left.
+std::vector<QueryHeadId> random_head_set(const ModelConfig& config, int k, int draw, uint64_t seed,
+                                         const std::vector<QueryHeadId>& exclude = {});
 
 /// Runs the study: the unmasked model, then for each k the top-k heads of `scores` and
 /// `random_seeds` random draws, every item answered by greedy generation (generate_answer with the
 /// item's stop strings and token limit) under the intervention. With `out_dir` non-empty the study
 /// runs as one shard into that folder (run_mask_eval_shard): a rerun of the same study reuses the
 /// finished conditions. Throws Error for no items, a k outside [1, heads], random_seeds outside
-/// [1, 1000] (when ks is not empty), an unknown metric or reference, scores of another model shape
-/// or fingerprint, a folder of another study, and as comet_score when "comet" is asked for.
+/// [1, 1000] (when ks is not empty), an unknown metric, reference or random_from, random_from
+/// "rest" with a k above heads - k, a scale outside (0, 1], scores of another model shape or
+/// fingerprint, a folder of another study, as comet_score when "comet" is asked for and as
+/// similarity_scores for bleu, rouge1, cosine and cm_accuracy (a missing Python, package or model
+/// is found before any condition runs: the scorer is tried on one pair first).
 MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& items,
                              const HeadScores& scores, const MaskEvalOptions& options,
                              const std::string& out_dir = "");
@@ -96,7 +119,8 @@ struct MaskEvalShardRun {
 /// Runs shard `shard` (count 0: all) of the study's conditions (none, then per k: topk, the random
 /// draws; one unit each, named by its label: none, topk_k4, randomk_k4_d0) into `out_dir` with
 /// the shared unit-study runner (analysis/unit_study.h). The study's settings (model, tasks,
-/// ablation and means, seed, ks, draws, metrics, reference, ranking) identify it; another
+/// ablation and means, mask positions, random_from, seed, ks, draws, metrics, reference, ranking,
+/// embedding model) identify it; another
 /// study's folder is refused. Throws as run_mask_eval.
 MaskEvalShardRun run_mask_eval_shard(const Model& model, const std::vector<TaskItem>& items, const HeadScores& scores,
                                      const MaskEvalOptions& options, const std::string& out_dir,
@@ -112,9 +136,11 @@ struct MaskEvalMerge {
 
 /// Reads a mask-eval study folder and, when every condition is finished, scores it as
 /// run_mask_eval does (the tasks come from the manifests; COMET, when the study asks for it, runs
-/// with `comet` and the study's model). Throws Error as read_unit_study and for a manifest whose
+/// with `comet` and the study's model; the similarity scorer with `similarity`'s Python and the
+/// study's embedding model). Throws Error as read_unit_study and for a manifest whose
 /// tasks do not match their hash.
-MaskEvalMerge merge_mask_eval(const std::string& dir, const CometOptions& comet = {});
+MaskEvalMerge merge_mask_eval(const std::string& dir, const CometOptions& comet = {},
+                              const SimilarityOptions& similarity = {});
 
 /// JSON form of a result (every field of MaskEvalResult; rows as objects).
 nlohmann::json mask_eval_to_json(const MaskEvalResult& result);
