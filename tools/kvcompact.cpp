@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -13,12 +14,33 @@
 
 namespace {
 
-/// OpenMP threads that spin while waiting (libgomp's default) starve each other on a busy 2-core
-/// machine: many small parallel regions then run 5-40x slower than on one thread. libgomp reads
-/// OMP_WAIT_POLICY before main(), so when the user has not chosen a policy we set PASSIVE and
-/// re-execute ourselves once. Set OMP_WAIT_POLICY=ACTIVE to keep spinning.
-void ensure_passive_wait_policy(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+/// OpenMP threads that spin while waiting (libgomp's default: about 300,000 spins, then sleep)
+/// starve each other on a busy machine: on 2 cores shared with other work, many small parallel
+/// regions ran 5-40x slower than on one thread. On an otherwise idle machine the spinning is what
+/// makes decoding fast: a token is ~200 short parallel regions, and waking sleeping threads for
+/// each cost a third of SmolLM2's decode speed (43 vs 65 tokens/s on 2 cores). libgomp reads
+/// OMP_WAIT_POLICY before main(), so when the user has chosen neither OMP_WAIT_POLICY nor
+/// GOMP_SPINCOUNT we look at the processes running right now (/proc/loadavg's 4th field, which
+/// counts us): when the others and our threads would not fit on the CPUs, we set PASSIVE and
+/// re-execute ourselves once. Set OMP_WAIT_POLICY=ACTIVE or PASSIVE to choose.
+bool machine_is_busy() {
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  long threads = cpus;
+  if (const char* t = std::getenv("OMP_NUM_THREADS"); t != nullptr && std::atol(t) > 0) threads = std::atol(t);
+  std::FILE* f = std::fopen("/proc/loadavg", "r");
+  if (f == nullptr) return true;  // cannot tell: the safe choice
+  double l1, l5, l15;
+  long running = 0, total = 0;
+  const int got = std::fscanf(f, "%lf %lf %lf %ld/%ld", &l1, &l5, &l15, &running, &total);
+  std::fclose(f);
+  if (got != 5) return true;
+  const long others = std::max(0L, running - 1);
+  return others + std::min(threads, cpus) > cpus;
+}
+
+void choose_wait_policy(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+  if (!machine_is_busy()) return;  // libgomp's default spinning
   setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
 }
@@ -26,7 +48,7 @@ void ensure_passive_wait_policy(char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ensure_passive_wait_policy(argv);
+  choose_wait_policy(argv);
   using namespace kvcompact::cli;
   CLI::App app{"kvcompact: KV-cache compaction (Attention Matching) and head analysis for Llama-family models"};
   app.require_subcommand(1);

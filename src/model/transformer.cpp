@@ -262,10 +262,16 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
     for (int g = 0; g < c.n_kv_heads; ++g) {
       HeadCache& h = cache.head(l, g);
       const std::size_t len = h.length();
-      h.keys.reserve((len + N) * hd);
-      h.values.reserve((len + N) * hd);
-      h.beta.reserve(len + N);
-      h.positions.reserve(len + N);
+      // Room for the new rows: exact for the first append (a prefill), then 25% + 16 rows more
+      // than needed, so that token-by-token decoding does not copy the whole head every step
+      // (reserve() allocates exactly what it is asked for).
+      const std::size_t rows = len == 0 ? N : std::max(len + N, len + len / 4 + 16);
+      if (h.positions.capacity() < len + N) {
+        h.keys.reserve(rows * hd);
+        h.values.reserve(rows * hd);
+        h.beta.reserve(rows);
+        h.positions.reserve(rows);
+      }
       for (int i = 0; i < n; ++i) {
         const std::size_t off = static_cast<std::size_t>(i) * kvd + static_cast<std::size_t>(g) * hd;
         h.append(k + off, v + off, hd, 0.0f, first_pos + i);

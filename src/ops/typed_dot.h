@@ -18,8 +18,9 @@ inline constexpr int kTypedDotMaxRows = 4;
 /// Y[i * ldy + o] = sum_k W[o, k] * X[i * in + k] for rows o in [r0, r1) of a typed weight matrix
 /// and activation rows i < n (1 <= n <= kTypedDotMaxRows). Row o of W starts at
 /// base + o * row_bytes (row_bytes = weight_row_bytes(t, in)). Single-threaded (callers split the
-/// rows over threads). isa: Avx512 runs zmm kernels that decode the blocks in registers; Avx2 and
-/// Scalar decode each row into a small per-thread buffer with dequantize_row and dot it.
+/// rows over threads). isa: Avx512 runs zmm kernels and Avx2 ymm kernels (AVX2 + FMA + F16C) that
+/// decode the blocks in registers, for every type; Scalar decodes each row into a small per-thread
+/// buffer with dequantize_row and dots it.
 /// Float32 accumulation; reference twin: matmul_wt_typed_ref (double accumulation).
 void typed_rows_dot(WeightType t, const std::uint8_t* base, std::size_t row_bytes, int r0, int r1,
                     const float* X, int n, int in, float* Y, int ldy, Isa isa);
