@@ -44,7 +44,8 @@ if [ ! -d tests/js/node_modules ] && command -v npm > /dev/null 2>&1; then
   npm ci --prefix tests/js --no-audit --no-fund
 fi
 
-# Reference peers (transformers, tokenizers, jinja2, gguf-py, llama-cpp-python, kvpress) for the tests.
+# Reference peers (transformers, tokenizers, jinja2, gguf-py, llama-cpp-python, kvpress) for the tests,
+# and the similarity scorer of mask-eval (sacrebleu, rouge-score, sentence-transformers + MiniLM).
 if [ "$install" = 1 ]; then
   if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
