@@ -157,5 +157,106 @@ TEST(HeadsCli, PplWithMaskedHeads) {
                         "not this model");
 }
 
+// Cognitive Mirrors' options: patching scores, scale ablation at the last positions, RandomK from
+// the rest; scale 1 is the unmasked model; bad values and a resumed study with another choice are
+// one-line errors.
+TEST(HeadsCli, CognitiveMirrorsOptions) {
+  const std::string tasks = task_file();
+  const std::string scores = write_tmp("heads_cm_scores.json", "");
+  auto r = run_cli("head-scores --model " + kBin + " --method patching --tasks " + tasks + " -o " + scores);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const HeadScores s = read_head_scores(scores);
+  EXPECT_EQ(s.method, "patching");
+  EXPECT_EQ(s.items, 3);
+  EXPECT_EQ(s.ranked.size(), 40u);
+  EXPECT_GT(s.ranked[0].score, s.ranked[39].score);
+  expect_one_line_error(run_cli("head-scores --model " + kBin + " --method patching --tasks " + tasks +
+                                " --ablation scale:3 -o " + scores + "_x"),
+                        "outside (0, 1]");
+  expect_one_line_error(run_cli("head-scores --model " + kBin + " --method patching --tasks " + tasks +
+                                " --ablation mean -o " + scores + "_x"),
+                        "mean");
+
+  // scale 1 at every position: TopK of all 40 heads answers as the unmasked model
+  const std::string one = write_tmp("heads_cm_one", "");
+  std::filesystem::remove_all(one);
+  r = run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+              " --k 40 --random-seeds 1 --ablation scale:1 --mask-positions all --metric chrf,nll --out " + one);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const MaskEvalResult m1 = mask_eval_from_json(read_json_file(one + "/mask_eval.json"), one);
+  EXPECT_EQ(m1.ablation, "scale:1");
+  EXPECT_EQ(m1.mask_positions, "all");
+  for (const MaskEvalRow& row : m1.rows) {
+    if (row.condition != "topk") continue;
+    for (const MaskEvalRow& none : m1.rows) {
+      if (none.condition == "none" && none.family == row.family && none.metric == row.metric) {
+        EXPECT_EQ(row.mean, none.mean) << row.family << " " << row.metric;
+      }
+    }
+  }
+
+  // scale 1e-4 (default) at the last positions, RandomK outside the top K
+  const std::string out = write_tmp("heads_cm_study", "");
+  std::filesystem::remove_all(out);
+  r = run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+              " --k 20 --random-seeds 2 --ablation scale --random-from rest --out " + out);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const MaskEvalResult m = mask_eval_from_json(read_json_file(out + "/mask_eval.json"), out);
+  EXPECT_EQ(m.ablation, "scale:0.0001");
+  EXPECT_EQ(m.mask_positions, "last");
+  EXPECT_EQ(m.random_from, "rest");
+  std::vector<std::string> top20;
+  for (int i = 0; i < 20; ++i) top20.push_back(query_head_name(s.ranked[i].head));
+  for (int d = 0; d < 2; ++d) {  // K = 20 of 40: rest is exactly the other 20 heads
+    const nlohmann::json u = read_json_file(out + "/units/mask_eval_randomk_k20_d" + std::to_string(d) + ".json");
+    const nlohmann::json& res = u.contains("result") ? u["result"] : u;
+    for (const auto& h : res["heads"]) EXPECT_EQ(std::count(top20.begin(), top20.end(), h.get<std::string>()), 0);
+    EXPECT_EQ(res["heads"].size(), 20u);
+  }
+  // the same study with every prompt prefilled per condition (no prefix reuse): the same answers
+  const std::string no_reuse = write_tmp("heads_cm_study_plain", "");
+  std::filesystem::remove_all(no_reuse);
+  r = run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+              " --k 20 --random-seeds 2 --ablation scale --random-from rest --prefix-cache-gb 0 --out " + no_reuse);
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const std::string unit : {"none", "topk_k20", "randomk_k20_d0", "randomk_k20_d1"}) {
+    const nlohmann::json a = read_json_file(out + "/units/mask_eval_" + unit + ".json");
+    const nlohmann::json b = read_json_file(no_reuse + "/units/mask_eval_" + unit + ".json");
+    const nlohmann::json& ra = a.contains("result") ? a["result"] : a;
+    const nlohmann::json& rb = b.contains("result") ? b["result"] : b;
+    EXPECT_EQ(ra["answers"], rb["answers"]) << unit;
+    EXPECT_EQ(ra["answers"].size(), 3u) << unit;
+  }
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+                                " --k 20 --random-seeds 2 --ablation scale --random-from all --out " + out),
+                        "random_from");
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+                                " --k 21 --random-from rest --out " + out + "_x"),
+                        "K = 21 leaves 19 heads");
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+                                " --k 2 --random-from some --out " + out + "_x"),
+                        "\"some\"");
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+                                " --k 2 --ablation scale:0 --out " + out + "_x"),
+                        "the scale factor 0 is outside (0, 1]");
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+                                " --k 2 --mask-positions first --out " + out + "_x"),
+                        "\"first\"");
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+                                " --k 2 --metric meteor --out " + out + "_x"),
+                        "\"meteor\"");
+  expect_one_line_error(run_cli("mask-eval --model " + kBin + " --tasks " + tasks + " --scores " + scores +
+                                " --k 2 --metric cm_accuracy --scorer-python /nonexistent/python --out " + out + "_x"),
+                        "Python /nonexistent/python not found");
+  // ppl: scale 1 is the plain NLL
+  auto plain = run_cli("ppl --model " + kBin + " --data " + kData + " --max-tokens 100 --json");
+  auto scaled = run_cli("ppl --model " + kBin + " --data " + kData + " --max-tokens 100 --json --mask-heads L2 --ablation scale:1");
+  ASSERT_EQ(scaled.status, 0) << scaled.err;
+  EXPECT_EQ(nlohmann::json::parse(scaled.out)["nll"], nlohmann::json::parse(plain.out)["nll"]);
+  EXPECT_EQ(nlohmann::json::parse(scaled.out)["ablation"], "scale:1");
+  expect_one_line_error(run_cli("ppl --model " + kBin + " --data " + kData + " --mask-heads L0 --ablation scale:1.5"),
+                        "1.5 is outside (0, 1]");
+}
+
 }  // namespace
 }  // namespace kvcompact

@@ -117,7 +117,9 @@ TEST(PatchingScores, RanksTheMeanDropOverItems) {
     const int idx = s.ranked[i].head.layer * 6 + s.ranked[i].head.head;
     const double want = ((a.masked_nll[idx] - a.base_nll) + (b.masked_nll[idx] - b.base_nll)) / 2;
     EXPECT_NEAR(s.ranked[i].score, want, 1e-9);
-    if (i > 0) EXPECT_GE(s.ranked[i - 1].score, s.ranked[i].score);
+    if (i > 0) {
+      EXPECT_GE(s.ranked[i - 1].score, s.ranked[i].score);
+    }
   }
   EXPECT_THROW(patching_scores(model, {probes[2]}, {}), Error);
   PatchingOptions mean;

@@ -12,6 +12,7 @@
 #include "analysis/influence_curves.h"
 #include "core/error.h"
 #include "report/figures.h"
+#include "report/mask_figure.h"
 
 namespace kvcompact {
 namespace {
@@ -467,6 +468,43 @@ TEST(Figures, RenderPngs) {
     write_figure(dir + "/" + name, svg);
     EXPECT_TRUE(starts_with_png_signature(dir + "/" + name)) << name;
   }
+}
+
+}  // namespace
+}  // namespace kvcompact
+
+namespace kvcompact {
+namespace {
+
+// A family whose unmasked accuracy is 0 (on every accuracy metric measured) is named by
+// zero_accuracy_families and marked in its figure panel; a family with any correct answer is not.
+TEST(Figures, MaskFigureMarksFamiliesWithZeroUnmaskedAccuracy) {
+  MaskEvalResult r;
+  r.score_method = "patching";
+  r.ablation = "scale:0.0001";
+  r.reference = "gold";
+  r.metrics = {"accuracy", "cm_accuracy"};
+  r.families = {"math", "knowledge", "inference"};
+  r.ks = {16};
+  r.random_seeds = 2;
+  auto rows = [&](const std::string& f, double acc, double cm) {
+    for (const auto& [m, v] : {std::pair<std::string, double>{"accuracy", acc}, {"cm_accuracy", cm}}) {
+      r.rows.push_back({f, 0, "none", m, v, 0, 1, 50});
+      r.rows.push_back({f, 16, "topk", m, v / 2, 0, 1, 50});
+      r.rows.push_back({f, 16, "randomk", m, v, 0.01, 2, 50});
+    }
+  };
+  rows("math", 0.0, 0.0);       // nothing right: marked
+  rows("knowledge", 0.0, 0.2);  // exact match 0 but CM's rule finds answers: not marked
+  rows("inference", 0.4, 0.5);
+  EXPECT_EQ(zero_accuracy_families(r), std::vector<std::string>{"math"});
+  const std::string svg = mask_eval_figure(r);
+  EXPECT_NE(svg.find("math: UNMASKED ACCURACY 0"), std::string::npos);
+  EXPECT_EQ(svg.find("knowledge: UNMASKED"), std::string::npos);
+  EXPECT_EQ(svg.find("inference: UNMASKED"), std::string::npos);
+  r.metrics = {"accuracy"};
+  std::erase_if(r.rows, [](const MaskEvalRow& row) { return row.metric == "cm_accuracy"; });
+  EXPECT_EQ(zero_accuracy_families(r), (std::vector<std::string>{"math", "knowledge"}));
 }
 
 }  // namespace

@@ -200,6 +200,7 @@ Runner register_mask_eval(CLI::App& app, CommonOptions& common) {
     std::string embedding_model, scorer_python;
     int random_seeds = 5;
     unsigned long long seed = 0;
+    double prefix_cache_gb = 4;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("mask-eval", "mask the top-K scored heads vs K random heads on task suites");
@@ -224,6 +225,10 @@ Runner register_mask_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--scorer-python", o->scorer_python,
                   "bleu/rouge1/cosine/cm_accuracy: the Python with sacrebleu, rouge-score, sentence-transformers "
                   "(default $KVC_PYTHON, else .venv/bin/python, else python3)");
+  cmd->add_option("--prefix-cache-gb", o->prefix_cache_gb,
+                  "--mask-positions last: GiB of prompt-prefix KV caches kept across conditions (each prompt but "
+                  "its last token is prefilled once, unmasked; 0 = prefill every prompt per condition)")
+      ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--comet-model", o->comet_model, "--metric comet: model name for comet-score --model");
   cmd->add_option("--out", o->out,
                   "study folder: mask_eval.json/.csv, mask_eval.svg; units/ holds each condition's answers (a rerun "
@@ -243,6 +248,7 @@ Runner register_mask_eval(CLI::App& app, CommonOptions& common) {
     }
     opts.random_seeds = o->random_seeds;
     opts.seed = o->seed;
+    opts.prefix_cache_bytes = static_cast<std::size_t>(o->prefix_cache_gb * 1073741824.0);
     const AblationSpec spec = parse_ablation_spec(o->ablation);
     opts.ablation = spec.ablation;
     opts.scale = spec.scale;

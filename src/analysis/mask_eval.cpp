@@ -237,7 +237,30 @@ void score_conditions(MaskEvalResult& result, const std::vector<TaskItem>& items
         result.rows.push_back({f, k, "randomk", m, s.mean, s.sem, s.n, family_items[f]});
       }
     }
+  for (const std::string& f : zero_accuracy_families(result))
+    log_line(fmt::format("kvcompact: warning: family {}: the unmasked model's accuracy is 0 on its {} items, so "
+                         "masking cannot show a drop there (make the task easier: shots, format, length); the "
+                         "figure marks it",
+                         f, family_items[f]));
 }
+
+}  // namespace
+
+std::vector<std::string> zero_accuracy_families(const MaskEvalResult& result) {
+  std::vector<std::string> out;
+  for (const std::string& f : result.families) {
+    bool any = false, zero = true;
+    for (const MaskEvalRow& row : result.rows)
+      if (row.family == f && row.condition == "none" && (row.metric == "accuracy" || row.metric == "cm_accuracy")) {
+        any = true;
+        zero = zero && row.mean == 0.0;
+      }
+    if (any && zero) out.push_back(f);
+  }
+  return out;
+}
+
+namespace {
 
 std::string tasks_hash_of(const std::vector<TaskItem>& items) {
   uint64_t h = kFnv64Offset;
@@ -386,8 +409,68 @@ Prepared prepare(const Model& model, const std::vector<TaskItem>& items, const H
   return p;
 }
 
+/// Per item, the KV cache of its prompt but the last token, prefilled once without any
+/// intervention (under MaskPositions::Last every condition leaves those rows unmasked) and kept
+/// while the caches fit in `budget` bytes. Filled lazily, so a resumed study whose conditions are
+/// all done prefills nothing.
+class PromptPrefixes {
+ public:
+  PromptPrefixes(const Model& model, std::size_t budget) : model_(model), budget_(budget) {}
+
+  /// Greedy answer of `it` (index i) with `observer` on the prompt's last token and every
+  /// generated one, the prefix taken from the store (or prefilled now and stored when it fits).
+  GeneratedAnswer answer(std::size_t i, const TaskItem& it, ForwardObserver* observer) {
+    if (budget_ == 0) return generate_answer(model_, it.prompt, it.max_new_tokens, it.stop, observer);
+    if (entries_.size() <= i) entries_.resize(i + 1);
+    Entry& e = entries_[i];
+    Transformer tr(model_.config, model_.weights);
+    if (!e.tried) {
+      e.tried = true;
+      if (!model_.tokenizer) throw Error(fmt::format("{}: model has no tokenizer", model_.path));
+      e.ids = model_.tokenizer->encode(it.prompt, true);
+      if (e.ids.empty()) throw Error("answer generation: the prompt encodes to no tokens");
+      const std::size_t need = static_cast<std::size_t>(model_.config.n_layers) * model_.config.n_kv_heads *
+                               model_.config.head_dim * 2 * sizeof(float) * e.ids.size();
+      if (used_ + need <= budget_) {
+        e.cache = tr.make_cache();
+        if (e.ids.size() > 1) {
+          ForwardOptions o;
+          o.logits = LogitsMode::None;
+          (void)tr.forward(std::vector<int>(e.ids.begin(), e.ids.end() - 1), e.cache, o);
+        }
+        e.stored = true;
+        used_ += need;
+      }
+    }
+    if (!e.stored) return generate_answer(model_, it.prompt, it.max_new_tokens, it.stop, observer);
+    if (it.max_new_tokens < 1) throw Error(fmt::format("answer generation: max_new_tokens {} < 1", it.max_new_tokens));
+    const CacheMark mark = e.cache.mark();
+    ForwardOptions o;
+    o.logits = LogitsMode::Last;
+    o.observer = observer;
+    const int last_token = e.ids.back();
+    std::vector<float> logits = tr.forward(std::span<const int>(&last_token, 1), e.cache, o);
+    GeneratedAnswer out =
+        decode_greedy(tr, *model_.tokenizer, e.cache, std::move(logits), e.ids.back(), it.max_new_tokens, it.stop, observer);
+    e.cache.rollback(mark);
+    out.prompt_tokens = static_cast<int>(e.ids.size());
+    return out;
+  }
+
+ private:
+  struct Entry {
+    bool tried = false, stored = false;
+    std::vector<int> ids;
+    KVCache cache;
+  };
+  const Model& model_;
+  std::size_t budget_, used_ = 0;
+  std::vector<Entry> entries_;
+};
+
 ConditionAnswers evaluate_condition(const Model& model, const std::vector<TaskItem>& items, const Condition& cond,
-                                    const MaskEvalOptions& options, MaskPositions positions, bool want_nll) {
+                                    const MaskEvalOptions& options, MaskPositions positions, bool want_nll,
+                                    PromptPrefixes* prefixes) {
   HeadIntervention iv(model.config, cond.heads, options.ablation, options.means, nullptr,
                       {options.scale, positions});
   // Teacher forcing feeds the answer in one call: masking "last" there means every row from the
@@ -399,8 +482,11 @@ ConditionAnswers evaluate_condition(const Model& model, const std::vector<TaskIt
   ForwardObserver* nll_observer = cond.heads.empty() ? nullptr : &iv_rows;
   ConditionAnswers a;
   a.heads = head_names(cond.heads);
-  for (const TaskItem& it : items) {
-    a.answers.push_back(generate_answer(model, it.prompt, it.max_new_tokens, it.stop, observer).text);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const TaskItem& it = items[i];
+    a.answers.push_back(last && prefixes != nullptr
+                            ? prefixes->answer(i, it, observer).text
+                            : generate_answer(model, it.prompt, it.max_new_tokens, it.stop, observer).text);
     if (want_nll) a.nlls.push_back(answer_nll(model, it.prompt, it.reference, nll_observer, !last));
   }
   return a;
@@ -413,11 +499,13 @@ MaskEvalShardRun run_mask_eval_shard(const Model& model, const std::vector<TaskI
                                      const ShardSpec& shard) {
   if (out_dir.empty()) throw Error("mask-eval: a shard needs an output folder");
   const Prepared p = prepare(model, items, scores, options);
+  PromptPrefixes prefixes(model, options.prefix_cache_bytes);
   const auto t_start = std::chrono::steady_clock::now();
   auto evaluate = [&](int ci) {
     const Condition& cond = p.conditions[static_cast<std::size_t>(ci)];
     const auto t0 = std::chrono::steady_clock::now();
-    const nlohmann::json j = to_json(cond, evaluate_condition(model, items, cond, options, p.positions, p.want.nll));
+    const nlohmann::json j =
+        to_json(cond, evaluate_condition(model, items, cond, options, p.positions, p.want.nll, &prefixes));
     if (options.progress) {
       const auto now = std::chrono::steady_clock::now();
       log_line(fmt::format("mask-eval: [{}/{}] {}: {} items in {:.1f} s ({:.0f} s so far)", ci + 1,
@@ -454,10 +542,11 @@ MaskEvalResult run_mask_eval(const Model& model, const std::vector<TaskItem>& it
                              const std::string& out_dir) {
   if (!out_dir.empty()) return *run_mask_eval_shard(model, items, scores, options, out_dir, ShardSpec{}).result;
   const Prepared p = prepare(model, items, scores, options);
+  PromptPrefixes prefixes(model, options.prefix_cache_bytes);
   std::vector<ConditionAnswers> runs;
   const auto t_start = std::chrono::steady_clock::now();
   for (const Condition& cond : p.conditions) {
-    runs.push_back(evaluate_condition(model, items, cond, options, p.positions, p.want.nll));
+    runs.push_back(evaluate_condition(model, items, cond, options, p.positions, p.want.nll, &prefixes));
     if (options.progress)
       log_line(fmt::format("mask-eval: [{}/{}] {}: {} items ({:.0f} s so far)", runs.size(), p.conditions.size(),
                            cond.label, items.size(),

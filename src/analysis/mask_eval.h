@@ -40,6 +40,12 @@ struct MaskEvalOptions {
   CometOptions comet;
   SimilarityOptions similarity;  ///< the Python scorer of bleu, rouge1, cosine and cm_accuracy
   bool progress = true;         ///< one line per condition on stderr
+  /// MaskPositions::Last leaves every prompt row but the last unmasked, so each item's prompt
+  /// prefix is the same under every condition: it is prefilled once and its KV cache reused
+  /// (up to this many bytes of caches, float32 keys and values; items past it are prefilled per
+  /// condition). 0 turns the reuse off. The answers are those of one prefill of the whole prompt
+  /// up to the last bits of the logits.
+  std::size_t prefix_cache_bytes = std::size_t{4} << 30;
 };
 
 /// One output row: a metric's value for one family under one condition.
@@ -86,6 +92,10 @@ struct MaskEvalResult {
   /// The heads masked by TopK at the largest k, in ranking order (names "L<l>Q<h>").
   std::vector<std::string> topk_heads;
 };
+
+/// The families whose unmasked accuracy is 0 for every accuracy metric of `result` ("accuracy",
+/// and "cm_accuracy" when it was measured): masking cannot show a drop there. In family order.
+std::vector<std::string> zero_accuracy_families(const MaskEvalResult& result);
 
 /// The random set of k query heads of draw `draw` (0-based): a Fisher-Yates shuffle of all heads
 /// (layer-major order) less `exclude`, driven by std::mt19937_64 seeded from (seed, k, draw); the

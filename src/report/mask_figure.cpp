@@ -68,10 +68,13 @@ std::string mask_eval_figure(const MaskEvalResult& result) {
   double ymax = 0.0;
   for (const MaskEvalRow& row : r.rows) ymax = std::max(ymax, (row.mean + row.sem) * metric_scale(row.metric));
   ymax = ymax > 0 ? ymax * 1.1 : 1.0;
+  const std::vector<std::string> zero = zero_accuracy_families(result);
   for (std::size_t fi = 0; fi < r.families.size(); ++fi) {
     const std::string& f = r.families[fi];
     LinePlot plot;
     plot.title = fmt::format("{} ({} masking, {} ranking)", f, r.ablation, r.score_method);
+    if (std::find(zero.begin(), zero.end(), f) != zero.end())
+      plot.title = fmt::format("{}: UNMASKED ACCURACY 0, no drop to show ({} masking)", f, r.ablation);
     plot.x = {"# masked heads", AxisScale::Log2, kmin == kmax ? kmin / 2 : kmin, kmin == kmax ? kmax * 2 : kmax};
     plot.y = {"score", AxisScale::Linear, 0.0, ymax};
     plot.layout = layout;
