@@ -213,6 +213,15 @@ TEST(HeadsCli, CognitiveMirrorsOptions) {
     for (const auto& h : res["heads"]) EXPECT_EQ(std::count(top20.begin(), top20.end(), h.get<std::string>()), 0);
     EXPECT_EQ(res["heads"].size(), 20u);
   }
+  // plot --metrics draws only the metrics named, in that order; an absent one is a one-line error
+  r = run_cli("plot " + out + "/mask_eval.json --metrics chrf -o " + out + "/chrf_only.svg");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string svg = testing::head_of_file(out + "/chrf_only.svg", 1 << 20);
+  EXPECT_NE(svg.find("chrF / 100, TopK"), std::string::npos);
+  EXPECT_EQ(svg.find("accuracy (exact match)"), std::string::npos);
+  expect_one_line_error(run_cli("plot " + out + "/mask_eval.json --metrics chrf,bleu -o " + out + "/x.svg"),
+                        "has no metric \"bleu\"");
+
   // the same study with every prompt prefilled per condition (no prefix reuse): the same answers
   const std::string no_reuse = write_tmp("heads_cm_study_plain", "");
   std::filesystem::remove_all(no_reuse);

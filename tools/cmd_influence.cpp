@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -238,7 +239,7 @@ Runner register_budget(CLI::App& app, CommonOptions& common) {
 
 Runner register_plot(CLI::App& app, CommonOptions& common) {
   struct Opts {
-    std::string input, out, band = "sem", heads;
+    std::string input, out, band = "sem", heads, metrics;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("plot", "redraw a figure from its JSON (influence curves, budgets, budget-eval points, mask-eval or a peer comparison)");
@@ -246,6 +247,8 @@ Runner register_plot(CLI::App& app, CommonOptions& common) {
   cmd->add_option("-o,--out", o->out, "figure file (.svg or .png)")->required();
   cmd->add_option("--band", o->band, "influence: sem, std or none");
   cmd->add_option("--heads", o->heads, "influence: heads to show (default all)");
+  cmd->add_option("--metrics", o->metrics,
+                  "mask-eval: metrics to draw, comma list in colour order (blue, red, green, ...; default all)");
   add_common_options(cmd, common);
   return [o, &common] {
     const nlohmann::json j = read_json_file(o->input);
@@ -277,7 +280,19 @@ Runner register_plot(CLI::App& app, CommonOptions& common) {
       svg = comparison_figure(points, title, y_title, peer);
       kind = "comparison";
     } else if (j.value("kind", "") == "mask-eval") {  // written by mask-eval (DIR/mask_eval.json)
-      svg = mask_eval_figure(mask_eval_from_json(j, o->input));
+      MaskEvalResult r = mask_eval_from_json(j, o->input);
+      if (!o->metrics.empty()) {
+        const std::vector<std::string> want = split_list(o->metrics, "--metrics");
+        for (const std::string& m : want)
+          if (std::find(r.metrics.begin(), r.metrics.end(), m) == r.metrics.end())
+            throw Error(fmt::format("--metrics: {} has no metric \"{}\" (it has {})", o->input, m,
+                                    fmt::join(r.metrics, ", ")));
+        r.metrics = want;
+        std::erase_if(r.rows, [&](const MaskEvalRow& row) {
+          return std::find(want.begin(), want.end(), row.metric) == want.end();
+        });
+      }
+      svg = mask_eval_figure(r);
       kind = "head masking";
     } else if (j.contains("schedule")) {
       svg = budget_heatmap(budget_schedule_from_json(j, o->input));

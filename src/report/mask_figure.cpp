@@ -13,7 +13,11 @@ namespace kvcompact {
 namespace {
 
 std::string metric_label(const std::string& m) {
-  if (m == "accuracy") return "accuracy";
+  if (m == "accuracy") return "accuracy (exact match)";
+  if (m == "cm_accuracy") return "accuracy (CM rule)";
+  if (m == "cosine") return "cosine (MiniLM)";
+  if (m == "rouge1") return "ROUGE-1 F";
+  if (m == "bleu") return "BLEU";
   if (m == "chrf") return "chrF / 100";
   if (m == "comet") return "COMET";
   return m;
