@@ -227,8 +227,7 @@ Runner register_mask_eval(CLI::App& app, CommonOptions& common) {
                   "(default $KVC_PYTHON, else .venv/bin/python, else python3)");
   cmd->add_option("--prefix-cache-gb", o->prefix_cache_gb,
                   "--mask-positions last: GiB of prompt-prefix KV caches kept across conditions (each prompt but "
-                  "its last token is prefilled once, unmasked; 0 = prefill every prompt per condition)")
-      ->check(CLI::Range(0.0, 1e6));
+                  "its last token is prefilled once, unmasked; 0 = prefill every prompt per condition)");
   cmd->add_option("--comet-model", o->comet_model, "--metric comet: model name for comet-score --model");
   cmd->add_option("--out", o->out,
                   "study folder: mask_eval.json/.csv, mask_eval.svg; units/ holds each condition's answers (a rerun "
@@ -248,6 +247,8 @@ Runner register_mask_eval(CLI::App& app, CommonOptions& common) {
     }
     opts.random_seeds = o->random_seeds;
     opts.seed = o->seed;
+    if (!std::isfinite(o->prefix_cache_gb) || o->prefix_cache_gb < 0)
+      throw Error(fmt::format("--prefix-cache-gb {}: expected a number of GiB >= 0", o->prefix_cache_gb));
     opts.prefix_cache_bytes = static_cast<std::size_t>(o->prefix_cache_gb * 1073741824.0);
     const AblationSpec spec = parse_ablation_spec(o->ablation);
     opts.ablation = spec.ablation;
@@ -315,9 +316,13 @@ int report_mask_eval(const MaskEvalResult& r, const std::string& dir, const std:
   std::string extra;  // settings added later, named where they differ from the defaults of before
   if (r.mask_positions != "all") extra += fmt::format(" at {} positions", r.mask_positions);
   if (r.random_from != "all") extra += fmt::format(", RandomK from the {}", r.random_from);
-  std::printf("mask-eval: %s ranking, %s ablation%s, similarity vs %s; %zu items\n", r.score_method.c_str(),
-              r.ablation.c_str(), extra.c_str(), r.reference.c_str(), items);
-  std::printf("%-10s %-9s %4s %9s %9s %7s\n", "family", "metric", "K", "none", "TopK", "RandomK");
+  std::string against = fmt::format("similarity vs {}", r.reference == "model" ? "the unmasked answers" : "gold");
+  if (std::find(r.metrics.begin(), r.metrics.end(), "bleu") != r.metrics.end() ||
+      std::find(r.metrics.begin(), r.metrics.end(), "cm_accuracy") != r.metrics.end())
+    against += " (BLEU: vs the unmasked answers)";
+  std::printf("mask-eval: %s ranking, %s ablation%s, %s; %zu items\n", r.score_method.c_str(), r.ablation.c_str(),
+              extra.c_str(), against.c_str(), items);
+  std::printf("%-10s %-11s %4s %9s %9s %7s\n", "family", "metric", "K", "none", "TopK", "RandomK");
   for (const std::string& f : r.families)
     for (const std::string& m : r.metrics) {
       double none = 0;
@@ -330,7 +335,7 @@ int report_mask_eval(const MaskEvalResult& r, const std::string& dir, const std:
           if (row.condition == "topk") top = row.mean;
           if (row.condition == "randomk") rnd = row.mean, sem = row.sem;
         }
-        std::printf("%-10s %-9s %4d %9.3f %9.3f %7.3f +- %.3f\n", f.c_str(), m.c_str(), k, none, top, rnd, sem);
+        std::printf("%-10s %-11s %4d %9.3f %9.3f %7.3f +- %.3f\n", f.c_str(), m.c_str(), k, none, top, rnd, sem);
       }
     }
   std::printf("wrote %s/mask_eval.json, mask_eval.csv%s\n", dir.c_str(),

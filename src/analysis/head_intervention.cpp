@@ -35,6 +35,10 @@ AblationSpec parse_ablation_spec(const std::string& text) {
     throw Error(fmt::format("ablation \"{}\": the scale factor \"{}\" is not a number", text, value));
   if (!(f > 0.0 && f <= 1.0))
     throw Error(fmt::format("ablation \"{}\": the scale factor {} is outside (0, 1]", text, value));
+  if (f < 1e-30)  // float32 outputs times f would underflow to 0 (or denormals): that is zero ablation
+    throw Error(fmt::format("ablation \"{}\": the scale factor {} is below 1e-30, where float32 head outputs "
+                            "underflow to 0 (use --ablation zero)",
+                            text, value));
   spec.scale = f;
   return spec;
 }

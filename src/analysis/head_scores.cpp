@@ -274,6 +274,10 @@ void write_head_scores(const std::string& path, const HeadScores& scores) {
 
 HeadScores read_head_scores(const std::string& path, const ModelConfig* config) {
   const nlohmann::json j = read_json_file(path);
+  if (!j.is_object() || !j.contains("method") || !j.contains("heads"))
+    throw Error(fmt::format("{}: not a head-scores file (no \"method\" and \"heads\"; write one with `kvcompact "
+                            "head-scores`)",
+                            path));
   HeadScores s;
   std::string field = "method";
   try {

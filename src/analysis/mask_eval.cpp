@@ -158,13 +158,15 @@ void score_conditions(MaskEvalResult& result, const std::vector<TaskItem>& items
     result.topk_heads = runs[1 + (result.ks.size() - 1) * (1 + static_cast<std::size_t>(result.random_seeds))].heads;
   const std::vector<std::string>& unmasked = runs[0].answers;
   // Cognitive Mirrors' metrics, every condition in one run of the scorer: per condition, BLEU
-  // against the unmasked answers, ROUGE-1 and cosine against the gold answers.
+  // against the unmasked answers, ROUGE-1 and cosine against the gold answers (the paper's), or
+  // against the unmasked answers with reference "model".
   const bool need_bleu = want.bleu || want.cm_accuracy, need_rouge = want.rouge1 || want.cm_accuracy,
              need_cosine = want.cosine || want.cm_accuracy;
   std::vector<std::vector<double>> sim;  // [condition * 3 + {0 bleu, 1 rouge1, 2 cosine}][item]
   if (want.scorer()) {
     std::vector<std::string> gold;
     for (const TaskItem& it : items) gold.push_back(it.reference);
+    if (options.reference == "model") gold = unmasked;
     std::vector<SimilarityRequest> requests;
     for (std::size_t ci = 0; ci < conditions.size(); ++ci) {
       if (need_bleu) requests.push_back({"bleu", runs[ci].answers, unmasked});
@@ -251,7 +253,7 @@ std::vector<std::string> zero_accuracy_families(const MaskEvalResult& result) {
   for (const std::string& f : result.families) {
     bool any = false, zero = true;
     for (const MaskEvalRow& row : result.rows)
-      if (row.family == f && row.condition == "none" && (row.metric == "accuracy" || row.metric == "cm_accuracy")) {
+      if (row.family == f && row.condition == "none" && row.metric == "accuracy") {
         any = true;
         zero = zero && row.mean == 0.0;
       }
@@ -290,7 +292,8 @@ Prepared prepare(const Model& model, const std::vector<TaskItem>& items, const H
                             scores.n_layers, scores.n_heads, c.n_layers, c.n_heads));
   const std::string fingerprint = fingerprint_hex(model_fingerprint(c, model.weights));
   if (!scores.model_fingerprint.empty() && scores.model_fingerprint != fingerprint)
-    throw Error(fmt::format("mask-eval: head scores were made with model {}, not this model ({})",
+    throw Error(fmt::format("mask-eval: the head scores were made with model {}, not this model ({}): rank "
+                            "the heads of this model with `kvcompact head-scores`",
                             scores.model_fingerprint, fingerprint));
   if (static_cast<int>(scores.ranked.size()) != total_heads)
     throw Error(fmt::format("mask-eval: head scores rank {} heads, the model has {}", scores.ranked.size(),

@@ -93,8 +93,9 @@ struct MaskEvalResult {
   std::vector<std::string> topk_heads;
 };
 
-/// The families whose unmasked accuracy is 0 for every accuracy metric of `result` ("accuracy",
-/// and "cm_accuracy" when it was measured): masking cannot show a drop there. In family order.
+/// The families whose unmasked exact-match "accuracy" is 0: masking cannot show a drop there. (The
+/// unmasked "cm_accuracy" is no guide: its BLEU compares the unmasked answer with itself, 1 for
+/// answers of 4+ tokens.) In family order.
 std::vector<std::string> zero_accuracy_families(const MaskEvalResult& result);
 
 /// The random set of k query heads of draw `draw` (0-based): a Fisher-Yates shuffle of all heads

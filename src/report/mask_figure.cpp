@@ -25,7 +25,7 @@ std::string metric_label(const std::string& m) {
 
 double metric_scale(const std::string& m) { return m == "chrf" ? 0.01 : 1.0; }
 
-// A panel holding only the legend: per metric, TopK / RandomK / no-mask line samples.
+// A panel holding only the legend: one colour per metric, then the three line styles.
 std::string legend_panel(const std::vector<std::string>& metrics, int width, int height) {
   std::string out = fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
@@ -34,24 +34,26 @@ std::string legend_panel(const std::vector<std::string>& metrics, int width, int
       width, height);
   int y = 50;
   for (std::size_t mi = 0; mi < metrics.size(); ++mi) {
-    const std::string color = palette_color(mi);
-    const std::string label = xml_escape(metric_label(metrics[mi]));
-    const struct {
-      const char* what;
-      const char* dash;
-      double w;
-    } kinds[] = {{"TopK", "", 1.8}, {"RandomK (mean -/+ SEM)", " stroke-dasharray=\"6,4\"", 1.8},
-                 {"no mask", " stroke-dasharray=\"6,4\"", 0.8}};
-    for (const auto& k : kinds) {
-      out += fmt::format("<line x1=\"30\" y1=\"{0}\" x2=\"70\" y2=\"{0}\" stroke=\"{1}\" "
-                         "stroke-width=\"{2}\"{3}/>\n",
-                         y, color, k.w, k.dash);
-      out += fmt::format("<text x=\"80\" y=\"{}\">{}, {}</text>\n", y + 4, label, k.what);
-      y += 22;
-    }
-    y += 10;
+    out += fmt::format("<line x1=\"30\" y1=\"{0}\" x2=\"70\" y2=\"{0}\" stroke=\"{1}\" stroke-width=\"3\"/>\n", y,
+                       palette_color(mi));
+    out += fmt::format("<text x=\"80\" y=\"{}\">{}</text>\n", y + 4, xml_escape(metric_label(metrics[mi])));
+    y += 22;
+  }
+  y += 10;
+  const struct {
+    const char* what;
+    const char* dash;
+    double w;
+  } kinds[] = {{"TopK", "", 1.8}, {"RandomK (mean -/+ SEM)", " stroke-dasharray=\"6,4\"", 1.8},
+               {"no mask", " stroke-dasharray=\"6,4\"", 0.8}};
+  for (const auto& k : kinds) {
+    out += fmt::format("<line x1=\"30\" y1=\"{0}\" x2=\"70\" y2=\"{0}\" stroke=\"#444444\" stroke-width=\"{1}\"{2}/>\n",
+                       y, k.w, k.dash);
+    out += fmt::format("<text x=\"80\" y=\"{}\">{}</text>\n", y + 4, k.what);
+    y += 22;
   }
   out += "</svg>\n";
+  (void)height;
   return out;
 }
 
@@ -76,9 +78,9 @@ std::string mask_eval_figure(const MaskEvalResult& result) {
   for (std::size_t fi = 0; fi < r.families.size(); ++fi) {
     const std::string& f = r.families[fi];
     LinePlot plot;
-    plot.title = fmt::format("{} ({} masking, {} ranking)", f, r.ablation, r.score_method);
+    plot.title = f;
     if (std::find(zero.begin(), zero.end(), f) != zero.end())
-      plot.title = fmt::format("{}: UNMASKED ACCURACY 0, no drop to show ({} masking)", f, r.ablation);
+      plot.title = fmt::format("{}: UNMASKED ACCURACY 0", f);
     plot.x = {"# masked heads", AxisScale::Log2, kmin == kmax ? kmin / 2 : kmin, kmin == kmax ? kmax * 2 : kmax};
     plot.y = {"score", AxisScale::Linear, 0.0, ymax};
     plot.layout = layout;
@@ -121,9 +123,10 @@ std::string mask_eval_figure(const MaskEvalResult& result) {
   panels.push_back(legend_panel(r.metrics, layout.width, layout.height));
   const int cols = std::min<int>(3, static_cast<int>(panels.size()));
   return compose_panels(panels, cols, layout.width, layout.height,
-                        fmt::format("Head masking: TopK (solid) vs RandomK (dashed, mean -/+ SEM over {} draws); "
-                                    "similarity vs {}",
-                                    r.random_seeds, r.reference == "model" ? "the unmasked model's answers" : "gold answers"));
+                        fmt::format("TopK (solid) vs RandomK (dashed, -/+ SEM, {} draws{}); {} at {} positions, "
+                                    "{} ranking; similarity vs {}",
+                                    r.random_seeds, r.random_from == "rest" ? " outside TopK" : "", r.ablation,
+                                    r.mask_positions, r.score_method, r.reference == "model" ? "unmasked" : "gold"));
 }
 
 }  // namespace kvcompact
