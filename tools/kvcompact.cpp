@@ -21,20 +21,29 @@ namespace {
 /// each cost a third of SmolLM2's decode speed (43 vs 65 tokens/s on 2 cores). libgomp reads
 /// OMP_WAIT_POLICY before main(), so when the user has chosen neither OMP_WAIT_POLICY nor
 /// GOMP_SPINCOUNT we look at the processes running right now (/proc/loadavg's 4th field, which
-/// counts us): when the others and our threads would not fit on the CPUs, we set PASSIVE and
-/// re-execute ourselves once. Set OMP_WAIT_POLICY=ACTIVE or PASSIVE to choose.
+/// counts us; the fewest over up to 6 samples in 15 ms): when the others and our threads would not
+/// fit on the CPUs, we set PASSIVE and re-execute ourselves once. Set OMP_WAIT_POLICY=ACTIVE or
+/// PASSIVE to choose.
 bool machine_is_busy() {
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   long threads = cpus;
   if (const char* t = std::getenv("OMP_NUM_THREADS"); t != nullptr && std::atol(t) > 0) threads = std::atol(t);
-  std::FILE* f = std::fopen("/proc/loadavg", "r");
-  if (f == nullptr) return true;  // cannot tell: the safe choice
-  double l1, l5, l15;
-  long running = 0, total = 0;
-  const int got = std::fscanf(f, "%lf %lf %lf %ld/%ld", &l1, &l5, &l15, &running, &total);
-  std::fclose(f);
-  if (got != 5) return true;
-  const long others = std::max(0L, running - 1);
+  // The fewest running over a few samples 3 ms apart: the processes started beside us (the rest of a
+  // shell pipeline, a parent's helpers) run for a moment at start-up and must not count as load.
+  long fewest = -1;
+  for (int sample = 0; sample < 6; ++sample) {
+    if (sample > 0) usleep(3000);
+    std::FILE* f = std::fopen("/proc/loadavg", "r");
+    if (f == nullptr) return true;  // cannot tell: the safe choice
+    double l1, l5, l15;
+    long running = 0, total = 0;
+    const int got = std::fscanf(f, "%lf %lf %lf %ld/%ld", &l1, &l5, &l15, &running, &total);
+    std::fclose(f);
+    if (got != 5) return true;
+    fewest = fewest < 0 ? running : std::min(fewest, running);
+    if (fewest <= 1) break;  // only us: idle
+  }
+  const long others = std::max(0L, fewest - 1);
   return others + std::min(threads, cpus) > cpus;
 }
 
