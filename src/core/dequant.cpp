@@ -1,4 +1,5 @@
 #include "core/dequant.h"
+#include "core/kquant_scales.h"
 
 #include <algorithm>
 #include <cmath>
@@ -147,15 +148,8 @@ void block_q3_k(const std::uint8_t* blk, float* y) {
   const std::uint8_t* q = blk + 32;
   const std::uint8_t* s = blk + 96;
   const float d_all = f16_to_f32(load_u16(blk + 108));
-  std::uint32_t aux[4];
-  std::memcpy(aux, s, 12);
-  const std::uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f, tmp = aux[2];
-  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
   std::int8_t scales[16];
-  std::memcpy(scales, aux, 16);
+  unpack_q3k_scales(s, scales);
   int is = 0;
   std::uint8_t m = 1;
   for (int n = 0; n < 256; n += 128, q += 32) {
@@ -169,17 +163,6 @@ void block_q3_k(const std::uint8_t* blk, float* y) {
           y[l] = dl * static_cast<float>(((qg[l] >> shift) & 3) - ((hg[l] & m) ? 0 : 4));
       }
     }
-  }
-}
-
-// ggml get_scale_min_k4: sub-block j's 6-bit scale and min from the 12 packed bytes.
-inline void scale_min_k4(int j, const std::uint8_t* q, int& sc, int& mn) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    mn = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
   }
 }
 

@@ -1,4 +1,5 @@
 #include "ops/quant_dot.h"
+#include "core/kquant_scales.h"
 
 #include <algorithm>
 #include <cmath>
@@ -74,16 +75,6 @@ void quantize_q8_k(const float* x, int cols, std::int8_t* q, float* d, std::int3
       bsums[16 * b + j] = t;
     }
     d[b] = 1.0f / iscale;
-  }
-}
-
-inline void scale_min_k4(int j, const std::uint8_t* q, int& sc, int& mn) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    mn = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
   }
 }
 

@@ -1,4 +1,5 @@
 #include "ops/typed_dot.h"
+#include "core/kquant_scales.h"
 
 #include <cstring>
 #include <vector>
@@ -29,17 +30,6 @@ inline std::uint32_t ld32(const std::uint8_t* p) {
   std::uint32_t v;
   std::memcpy(&v, p, 4);
   return v;
-}
-
-/// ggml get_scale_min_k4: sub-block j's 6-bit scale and min from the 12 packed bytes.
-[[maybe_unused]] inline void scale_min_k4(int j, const std::uint8_t* q, int& sc, int& mn) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    mn = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
 }
 
 /// Decode each row into a per-thread buffer, then float32 dot (the Scalar / Avx2 path).
@@ -257,15 +247,8 @@ struct DecQ3K {
   static constexpr bool kDense = false;
   template <class E> static void block(const std::uint8_t* p, E&& emit) {
     const float d_all = f16_to_f32(ld16(p + 108));
-    std::uint32_t aux[4];
-    std::memcpy(aux, p + 96, 12);
-    const std::uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f, tmp = aux[2];
-    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
     std::int8_t scales[16];
-    std::memcpy(scales, aux, 16);
+    unpack_q3k_scales(p + 96, scales);
     const __m256i hm = load256(p), m2 = _mm256_set1_epi8(3);
     const __m512i four = _mm512_set1_epi32(4);
 #pragma GCC unroll 2
@@ -562,15 +545,8 @@ struct DecQ3K {
   static constexpr bool kDense = false;
   template <class E> static void block(const std::uint8_t* p, E&& emit) {
     const float d_all = h2f(p + 108);
-    std::uint32_t aux[4];
-    std::memcpy(aux, p + 96, 12);
-    const std::uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f, tmp = aux[2];
-    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
     std::int8_t scales[16];
-    std::memcpy(scales, aux, 16);
+    unpack_q3k_scales(p + 96, scales);
     const __m256i hm = load256(p), m2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
