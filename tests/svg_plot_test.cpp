@@ -381,6 +381,27 @@ TEST(Figures, InfluenceFigure) {
   EXPECT_THROW(parse_band_kind("var"), Error);
 }
 
+// The area heatmap puts each head's trapezoid area (worked out here from its mean curve) in its
+// cell, labels a layer without curves "(not swept)", and refuses a head outside the shape.
+TEST(Figures, InfluenceAreaHeatmap) {
+  auto c = demo_curves();
+  std::erase_if(c.heads, [](const HeadCurve& h) { return h.layer == 3; });
+  const HeadCurve& h21 = c.heads[2 * 4 + 1];
+  ASSERT_EQ(h21.name(), "L2H1");
+  double area = 0;
+  for (std::size_t i = 1; i < h21.ratios.size(); ++i)
+    area += (h21.ratios[i] - h21.ratios[i - 1]) * (h21.mean[i] + h21.mean[i - 1]) / 2;
+  const std::string svg = influence_area_heatmap(c);
+  EXPECT_TRUE(well_formed(svg));
+  EXPECT_NE(svg.find(fmt::format(">{:.4f}<", area)), std::string::npos) << area;
+  EXPECT_NE(svg.find(">L3 (not swept)<"), std::string::npos);
+  EXPECT_NE(svg.find(">L4<"), std::string::npos);
+  c.heads[0].layer = 7;
+  EXPECT_THROW(influence_area_heatmap(c), Error);
+  c.heads.clear();
+  EXPECT_THROW(influence_area_heatmap(c), Error);
+}
+
 TEST(Figures, BudgetHeatmapAndFrontiers) {
   const auto pyr = pyramid_schedule(5, 4, {0.1});
   const std::string heat = budget_heatmap(pyr);

@@ -150,6 +150,7 @@ Runner register_merge(CLI::App& app, CommonOptions& common) {
     const std::string svg = influence_figure(curves, {}, band);
     write_figure(out + "/influence.svg", svg);
     if (o->png) write_figure(out + "/influence.png", svg);
+    write_figure(out + "/influence_areas.svg", influence_area_heatmap(curves));
     const bool complete = st.missing.empty();
     if (common.json) {
       print_json({{"study", st.study.id},

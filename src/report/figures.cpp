@@ -61,6 +61,41 @@ std::string influence_figure(const InfluenceCurves& curves, const std::vector<He
   return render_line_plot(p);
 }
 
+std::string influence_area_heatmap(const InfluenceCurves& curves) {
+  if (curves.heads.empty() || curves.n_layers < 1 || curves.n_kv_heads < 1)
+    throw Error("influence area heatmap: no curves");
+  Heatmap m;
+  m.title = fmt::format("Influence area per KV head ({} docs, baseline {})", curves.heads[0].documents,
+                        curves.baseline_ratio);
+  m.x_title = "KV head";
+  m.y_title = "layer";
+  m.colorbar_title = "area under delta NLL (nats/token x ratio)";
+  std::vector<std::vector<double>> v(static_cast<std::size_t>(curves.n_layers),
+                                     std::vector<double>(static_cast<std::size_t>(curves.n_kv_heads), 0.0));
+  std::vector<bool> swept(static_cast<std::size_t>(curves.n_layers), false);
+  double lo = 0, hi = 0;
+  for (const HeadCurve& h : curves.heads) {
+    if (h.layer < 0 || h.layer >= curves.n_layers || h.kv_head < 0 || h.kv_head >= curves.n_kv_heads)
+      throw Error(fmt::format("influence area heatmap: head {} is outside {} layers x {} KV heads", h.name(),
+                              curves.n_layers, curves.n_kv_heads));
+    const double a = h.area();
+    v[static_cast<std::size_t>(h.layer)][static_cast<std::size_t>(h.kv_head)] = a;
+    swept[static_cast<std::size_t>(h.layer)] = true;
+    lo = std::min(lo, a);
+    hi = std::max(hi, a);
+  }
+  for (int l = 0; l < curves.n_layers; ++l)
+    m.row_labels.push_back(swept[static_cast<std::size_t>(l)] ? fmt::format("L{}", l) : fmt::format("L{} (not swept)", l));
+  for (int h = 0; h < curves.n_kv_heads; ++h) m.col_labels.push_back(fmt::format("H{}", h));
+  m.values = std::move(v);
+  m.vmin = lo;
+  m.vmax = hi > lo ? hi : lo + 1e-12;
+  m.value_format = "{:.4f}";
+  m.layout.width = std::clamp(80 + 150 + 70 * curves.n_kv_heads, 460, 1400);
+  m.layout.height = std::clamp(44 + 62 + 24 * curves.n_layers, 300, 1400);
+  return render_heatmap(m);
+}
+
 std::string budget_heatmap(const BudgetSchedule& schedule) {
   validate_budget_schedule(schedule, "budget schedule");
   const auto p = schedule.proportions();

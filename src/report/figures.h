@@ -26,6 +26,12 @@ BandKind parse_band_kind(const std::string& text);
 std::string influence_figure(const InfluenceCurves& curves, const std::vector<HeadId>& heads = {},
                              BandKind band = BandKind::Sem);
 
+/// Heatmap of the influence areas (HeadCurve::area, nats/token x ratio; more negative = more keys
+/// help the head more): rows = layers ("L0" at the top), columns = KV heads; a head without a
+/// curve (not swept, or a sliding-window layer) is drawn as 0 and its row labelled "(not swept)"
+/// when the whole layer is missing. Throws Error for curves with no head.
+std::string influence_area_heatmap(const InfluenceCurves& curves);
+
 /// Heatmap of a schedule's proportions p_h: rows = layers (layer 0 at the top, labelled "L0"...),
 /// columns = KV heads ("H0"...), colour from 0 to the largest proportion, values printed in the
 /// cells. Title "Per-head KV budget (<schedule>)". Throws Error for an invalid schedule.
