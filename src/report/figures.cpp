@@ -65,7 +65,8 @@ std::string influence_area_heatmap(const InfluenceCurves& curves) {
   if (curves.heads.empty() || curves.n_layers < 1 || curves.n_kv_heads < 1)
     throw Error("influence area heatmap: no curves");
   Heatmap m;
-  m.title = fmt::format("Influence area per KV head ({} docs, baseline {})", curves.heads[0].documents,
+  m.title = fmt::format("Influence area per KV head ({} document{}, baseline {})", curves.heads[0].documents,
+                        curves.heads[0].documents == 1 ? "" : "s",
                         curves.baseline_ratio);
   m.x_title = "KV head";
   m.y_title = "layer";
