@@ -123,10 +123,7 @@ Runner register_influence(CLI::App& app, CommonOptions& common) {
         }
       return 0;
     }
-    const std::string svg = influence_figure(curves, {}, band);
-    write_figure(o->out + "/influence.svg", svg);
-    if (o->png) write_figure(o->out + "/influence.png", svg);
-    write_figure(o->out + "/influence_areas.svg", influence_area_heatmap(curves));
+    write_influence_figures(o->out, curves, band, o->png);
     // Heads ranked by the area under their curve (trapezoid over the grid, nats/token x ratio).
     std::vector<std::pair<double, std::string>> area;
     for (const auto& h : curves.heads) area.emplace_back(h.area(), h.name());

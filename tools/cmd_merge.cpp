@@ -147,10 +147,7 @@ Runner register_merge(CLI::App& app, CommonOptions& common) {
     const std::string out = o->out.empty() ? o->dirs[0] : o->out;
     write_influence_curves_json(out + "/influence.json", curves);
     write_influence_curves_csv(out + "/influence.csv", curves);
-    const std::string svg = influence_figure(curves, {}, band);
-    write_figure(out + "/influence.svg", svg);
-    if (o->png) write_figure(out + "/influence.png", svg);
-    write_figure(out + "/influence_areas.svg", influence_area_heatmap(curves));
+    write_influence_figures(out, curves, band, o->png);
     const bool complete = st.missing.empty();
     if (common.json) {
       print_json({{"study", st.study.id},

@@ -19,14 +19,19 @@ int argmax(const float* logits, int n) {
   return best;
 }
 
+std::vector<int> encode_prompt_ids(const Model& model, const std::string& prompt) {
+  if (!model.tokenizer) throw Error(fmt::format("{}: model has no tokenizer", model.path));
+  std::vector<int> ids = model.tokenizer->encode(prompt, true);
+  if (ids.empty()) throw Error("answer generation: the prompt encodes to no tokens");
+  return ids;
+}
+
 GeneratedAnswer generate_answer(const Model& model, const std::string& prompt, int max_new_tokens,
                                 const std::vector<std::string>& stop, ForwardObserver* observer) {
   if (max_new_tokens < 1)
     throw Error(fmt::format("answer generation: max_new_tokens {} < 1", max_new_tokens));
-  if (!model.tokenizer) throw Error(fmt::format("{}: model has no tokenizer", model.path));
+  const std::vector<int> ids = encode_prompt_ids(model, prompt);
   const Tokenizer& tok = *model.tokenizer;
-  const std::vector<int> ids = tok.encode(prompt, true);
-  if (ids.empty()) throw Error("answer generation: the prompt encodes to no tokens");
   Transformer tr(model.config, model.weights);
   KVCache cache = tr.make_cache();
   ForwardOptions o;

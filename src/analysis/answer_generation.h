@@ -20,6 +20,10 @@ struct GeneratedAnswer {
   bool stopped = false;     ///< ended by a stop string or EOS/BOS rather than the token limit
 };
 
+/// The prompt ids generate_answer feeds: `prompt` encoded with BOS when the tokenizer has one.
+/// Throws Error for a model without a tokenizer or a prompt that encodes to no tokens.
+std::vector<int> encode_prompt_ids(const Model& model, const std::string& prompt);
+
 /// Encodes `prompt` (with BOS when the tokenizer has one), runs it in one prefill and then
 /// decodes greedily (argmax; ties to the lowest id) one token at a time until a stop string
 /// appears in the generated text, EOS/BOS is produced, or max_new_tokens tokens were generated.

@@ -429,9 +429,7 @@ class PromptPrefixes {
     Transformer tr(model_.config, model_.weights);
     if (!e.tried) {
       e.tried = true;
-      if (!model_.tokenizer) throw Error(fmt::format("{}: model has no tokenizer", model_.path));
-      e.ids = model_.tokenizer->encode(it.prompt, true);
-      if (e.ids.empty()) throw Error("answer generation: the prompt encodes to no tokens");
+      e.ids = encode_prompt_ids(model_, it.prompt);
       const std::size_t need = static_cast<std::size_t>(model_.config.n_layers) * model_.config.n_kv_heads *
                                model_.config.head_dim * 2 * sizeof(float) * e.ids.size();
       if (used_ + need <= budget_) {
@@ -446,7 +444,6 @@ class PromptPrefixes {
       }
     }
     if (!e.stored) return generate_answer(model_, it.prompt, it.max_new_tokens, it.stop, observer);
-    if (it.max_new_tokens < 1) throw Error(fmt::format("answer generation: max_new_tokens {} < 1", it.max_new_tokens));
     const CacheMark mark = e.cache.mark();
     ForwardOptions o;
     o.logits = LogitsMode::Last;
@@ -454,7 +451,7 @@ class PromptPrefixes {
     const int last_token = e.ids.back();
     std::vector<float> logits = tr.forward(std::span<const int>(&last_token, 1), e.cache, o);
     GeneratedAnswer out =
-        decode_greedy(tr, *model_.tokenizer, e.cache, std::move(logits), e.ids.back(), it.max_new_tokens, it.stop, observer);
+        decode_greedy(tr, *model_.tokenizer, e.cache, std::move(logits), last_token, it.max_new_tokens, it.stop, observer);
     e.cache.rollback(mark);
     out.prompt_tokens = static_cast<int>(e.ids.size());
     return out;

@@ -97,6 +97,13 @@ std::string influence_area_heatmap(const InfluenceCurves& curves) {
   return render_heatmap(m);
 }
 
+void write_influence_figures(const std::string& dir, const InfluenceCurves& curves, BandKind band, bool png) {
+  const std::string svg = influence_figure(curves, {}, band);
+  write_figure(dir + "/influence.svg", svg);
+  if (png) write_figure(dir + "/influence.png", svg);
+  write_figure(dir + "/influence_areas.svg", influence_area_heatmap(curves));
+}
+
 std::string budget_heatmap(const BudgetSchedule& schedule) {
   validate_budget_schedule(schedule, "budget schedule");
   const auto p = schedule.proportions();

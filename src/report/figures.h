@@ -32,6 +32,11 @@ std::string influence_figure(const InfluenceCurves& curves, const std::vector<He
 /// when the whole layer is missing. Throws Error for curves with no head.
 std::string influence_area_heatmap(const InfluenceCurves& curves);
 
+/// Writes an influence study's figures into `dir`: influence.svg (influence_figure of every head with
+/// `band`), influence.png as well when `png`, and influence_areas.svg (influence_area_heatmap).
+/// Throws Error as those and write_figure do.
+void write_influence_figures(const std::string& dir, const InfluenceCurves& curves, BandKind band, bool png);
+
 /// Heatmap of a schedule's proportions p_h: rows = layers (layer 0 at the top, labelled "L0"...),
 /// columns = KV heads ("H0"...), colour from 0 to the largest proportion, values printed in the
 /// cells. Title "Per-head KV budget (<schedule>)". Throws Error for an invalid schedule.

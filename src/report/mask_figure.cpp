@@ -53,7 +53,6 @@ std::string legend_panel(const std::vector<std::string>& metrics, int width, int
     y += 22;
   }
   out += "</svg>\n";
-  (void)height;
   return out;
 }
 
