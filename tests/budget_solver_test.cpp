@@ -1,5 +1,6 @@
 #include "analysis/budget_solver.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -496,6 +497,57 @@ TEST(BudgetSolver, JsonRoundTripAndBadFiles) {
     std::string p = dir + "/garbage.json";
     std::ofstream(p) << "{\"schedule\": ";
     expect_error([&] { read_budget_schedule(p); }, {p, "JSON"});
+  }
+}
+
+TEST(BudgetSolver, PaperFlatFormRoundTripsAndBadKeysAreNamed) {
+  // The paper's load_head_budgets reads {"L{l}H{h}": proportion}; our reader takes it back.
+  const auto curves = make_curves(2, 3, {0.0, 1.0}, [](int h, double r) { return (h + 1) * (1.0 - r); });
+  BudgetSolverOptions o;
+  o.targets = {0.05, 0.1};
+  o.units = 20;
+  const BudgetSchedule s = optimize_budgets(curves, o);
+  const nlohmann::json flat = budget_schedule_to_paper_json(s);
+  ASSERT_EQ(flat.size(), 6u);
+  double sum = 0;
+  for (int l = 0; l < 2; ++l)
+    for (int h = 0; h < 3; ++h) {
+      const std::string key = fmt::format("L{}H{}", l, h);
+      ASSERT_TRUE(flat.contains(key)) << key;
+      EXPECT_EQ(flat[key].get<double>(), s.proportions()[static_cast<std::size_t>(l * 3 + h)]);
+      sum += flat[key].get<double>();
+    }
+  EXPECT_NEAR(sum, 1.0, 1e-12);
+  const std::string dir = tmp_dir();
+  const std::string path = dir + "/paper.json";
+  std::ofstream(path) << flat.dump();
+  const BudgetSchedule r = read_budget_schedule_for(path, 2, 3);
+  EXPECT_EQ(r.schedule, "paper");
+  EXPECT_EQ(r.proportions(), s.proportions());
+  expect_error([&] { read_budget_schedule_for(path, 3, 3); }, {path, "2 layers x 3 KV heads", "3 x 3"});
+  auto write = [&](const std::string& name, const nlohmann::json& v) {
+    const std::string p = dir + "/" + name;
+    std::ofstream(p) << v.dump();
+    return p;
+  };
+  {
+    auto b = flat;
+    b.erase("L1H1");
+    b["L0H0"] = b["L0H0"].get<double>() + flat["L1H1"].get<double>();
+    const std::string p = write("paper_missing.json", b);
+    expect_error([&] { read_budget_schedule(p); }, {p, "L1H1", "missing"});
+  }
+  {
+    auto b = flat;
+    b["Layer1"] = 0.0;
+    const std::string p = write("paper_key.json", b);
+    expect_error([&] { read_budget_schedule(p); }, {p, "Layer1", "not a head name"});
+  }
+  {
+    auto b = flat;
+    b["L0H1"] = "x";
+    const std::string p = write("paper_value.json", b);
+    expect_error([&] { read_budget_schedule(p); }, {p, "L0H1", "expected a number"});
   }
 }
 

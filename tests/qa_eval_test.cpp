@@ -1,6 +1,8 @@
 // QA JSONL reader (QuALITY format) and the QA evaluation over compacted caches.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -249,6 +251,41 @@ TEST(QaEval, OptionWithoutTokensNamesFileAndLine) {
     EXPECT_NE(msg.find("article a9 question 2"), std::string::npos) << msg;
     EXPECT_NE(msg.find("option 2 (\"\") encodes to no tokens"), std::string::npos) << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
+TEST(QaEval, BudgetsShareTheTotalKeysByTheirProportions) {
+  const ModelConfig& c = stories().config;
+  const int heads = c.n_layers * c.n_kv_heads;
+  QaEvalOptions opt;
+  opt.methods = {"am"};
+  opt.ratios = {0.25};
+  opt.max_answer_tokens = 8;
+  opt.progress = false;
+  const QaArticle art = forced_article(3);
+  const QaEvalResult plain = run_qa_eval(stories(), {art}, opt);
+  const int T = plain.rows[0].kept_entries / heads;  // full cache: every head holds the context
+  ASSERT_EQ(plain.rows[0].kept_entries, static_cast<double>(T) * heads);
+  // Uniform proportions: the heads share round(0.25 * T * heads) keys.
+  opt.budget_proportions.assign(static_cast<std::size_t>(heads), 1.0 / heads);
+  const QaEvalResult uni = run_qa_eval(stories(), {art}, opt);
+  EXPECT_EQ(uni.rows[1].kept_entries, std::round(0.25 * T * heads));
+  // Everything on the last layer's heads: same total keys, other layers empty, another NLL.
+  std::fill(opt.budget_proportions.begin(), opt.budget_proportions.end(), 0.0);
+  for (int h = 0; h < c.n_kv_heads; ++h)
+    opt.budget_proportions[static_cast<std::size_t>((c.n_layers - 1) * c.n_kv_heads + h)] = 1.0 / c.n_kv_heads;
+  const QaEvalResult top = run_qa_eval(stories(), {art}, opt);
+  EXPECT_EQ(top.rows[1].kept_entries, uni.rows[1].kept_entries);
+  EXPECT_NE(top.rows[1].answer_nll_mean, uni.rows[1].answer_nll_mean);
+  EXPECT_EQ(top.rows[0].answer_nll_mean, uni.rows[0].answer_nll_mean);  // the full row does not move
+  // Proportions for another shape are refused, naming both sizes.
+  opt.budget_proportions.pop_back();
+  try {
+    run_qa_eval(stories(), {art}, opt);
+    ADD_FAILURE() << "no Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("list {} heads, the model has {}", heads - 1, heads)),
+              std::string::npos) << e.what();
   }
 }
 

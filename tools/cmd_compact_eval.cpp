@@ -257,10 +257,8 @@ Runner register_budget_eval(CLI::App& app, CommonOptions& common) {
           std::string label = budget_files.size() == 1 ? s.schedule : s.schedule + " (" + f + ")";
           series.push_back({label, f, s.proportions()});
         }
-      } else if (name == "uniform") {
-        series.push_back({"uniform", "", uniform_schedule(L, H, base.ratios, sliding).proportions()});
-      } else if (name == "pyramid") {
-        series.push_back({"pyramid", "", pyramid_schedule(L, H, base.ratios, o->pyramid_beta, sliding).proportions()});
+      } else if (name == "uniform" || name == "pyramid") {
+        series.push_back({name, "", schedule_by_name_or_file(name, L, H, sliding, base.ratios, o->pyramid_beta).proportions()});
       } else {
         throw Error(fmt::format("--schedules: unknown schedule '{}' (valid: optimized, uniform, pyramid)", name));
       }

@@ -11,6 +11,7 @@
 #include "analysis/influence.h"
 #include "cli_model.h"
 #include "compaction/method_spec.h"
+#include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "io/qa_dataset.h"
 #include "core/error.h"
@@ -144,7 +145,7 @@ Runner register_influence(CLI::App& app, CommonOptions& common) {
 
 Runner register_budget(CLI::App& app, CommonOptions& common) {
   struct Opts {
-    std::string curves, targets = "0.01,0.02,0.05,0.1", schedule = "optimized", out;
+    std::string curves, targets = "0.01,0.02,0.05,0.1", schedule = "optimized", out, paper_out;
     double floor = 0.1, pyramid_beta = 20;
     int units = 200, n_layers = 0, n_kv_heads = 0;
     bool png = false;
@@ -161,6 +162,8 @@ Runner register_budget(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--kv-heads", o->n_kv_heads, "uniform/pyramid without curves: KV heads per layer");
   cmd->add_option("-o,--out", o->out, "budgets JSON file")->required();
   cmd->add_flag("--png", o->png, "also write the heatmap as PNG");
+  cmd->add_option("--paper-out", o->paper_out,
+                  "also write the proportions in the paper's flat form {\"L0H0\": p, ...} (its precomputed_budget_path)");
   add_common_options(cmd, common);
   return [o, &common] {
     std::vector<double> targets = parse_number_list("--targets", o->targets);
@@ -215,6 +218,7 @@ Runner register_budget(CLI::App& app, CommonOptions& common) {
                      lowest, curves->grid.front());
     }
     write_budget_schedule(o->out, s);
+    if (!o->paper_out.empty()) write_file_atomic(o->paper_out, budget_schedule_to_paper_json(s).dump(1) + "\n");
     const std::string svg = budget_heatmap(s);
     std::string base = o->out.size() > 5 && o->out.ends_with(".json") ? o->out.substr(0, o->out.size() - 5) : o->out;
     write_figure(base + ".svg", svg);

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "analysis/budget_solver.h"
 #include "analysis/cloze_generator.h"
 #include "analysis/qa_eval.h"
 #include "analysis/qa_eval_shards.h"
@@ -57,8 +58,9 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
   struct Opts {
     ModelOptions m;
     std::string data, ratios = "0.1,0.2,0.5", methods = "am,random,recent,attn-nofit";
-    std::string answers_cache, csv, prompt_template = kDefaultQaPrompt, out_dir, shard, tokens_json;
+    std::string answers_cache, csv, prompt_template = kDefaultQaPrompt, out_dir, shard, tokens_json, budgets;
     int max_answer_tokens = 32, max_context_tokens = 0;
+    double max_head_ratio = 1.0, pyramid_beta = 20;
     unsigned long long seed = 0;
     bool chat = false;
   };
@@ -79,6 +81,13 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--prompt-template", o->prompt_template,
                   "question prompt fed after the article (no BOS); {question} is replaced; articles may carry their own");
   cmd->add_option("--seed", o->seed, "seed of the random baseline");
+  cmd->add_option("--budgets", o->budgets,
+                  "per-head budgets: a budgets JSON (kvcompact budget), 'uniform' or 'pyramid'; each ratio is then "
+                  "the total ratio, shared by the heads by these proportions");
+  cmd->add_option("--max-head-ratio", o->max_head_ratio,
+                  "with --budgets: no head keeps more than this fraction of its keys; the excess is water-filled "
+                  "over the other heads (default 1 = no cap)");
+  cmd->add_option("--pyramid-beta", o->pyramid_beta, "PyramidKV beta of --budgets pyramid");
   cmd->add_option("--csv", o->csv, "also write the table as CSV to this file");
   cmd->add_flag("--chat", o->chat,
                 "wrap article + question as one user message with the model's chat template (tokenizer_config.json); "
@@ -106,8 +115,19 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
     opt.prompt_template = o->prompt_template;
     opt.seed = o->seed;
     if (o->chat) opt.chat = find_chat_template(o->m.model, o->m.tokenizer);
+    if (o->max_head_ratio != 1.0 && o->budgets.empty()) throw Error("--max-head-ratio: only with --budgets");
+    if (!(o->max_head_ratio > 0 && o->max_head_ratio <= 1))
+      throw Error(fmt::format("--max-head-ratio: {} is outside (0, 1]", o->max_head_ratio));
+    opt.max_head_ratio = o->max_head_ratio;
     const std::vector<QaArticle> articles = read_qa_jsonl(o->data);
     Model model = load_model(o->m.model, o->m.tokenizer);
+    nlohmann::json budgets_header;  // what the report says about the budgets
+    if (!o->budgets.empty()) {
+      const BudgetSchedule s = schedule_by_name_or_file(o->budgets, model.config.n_layers, model.config.n_kv_heads,
+                                                           model.config.sliding_layers(), opt.ratios, o->pyramid_beta);
+      opt.budget_proportions = s.proportions();
+      budgets_header = {{"budgets", o->budgets}, {"schedule", s.schedule}, {"max_head_ratio", o->max_head_ratio}};
+    }
     if (!o->out_dir.empty()) {
       const UnitShardRun run = run_qa_eval_shard(model, articles, opt, o->out_dir, shard);
       const QaEvalMerge m = merge_qa_eval(o->out_dir, /*allow_none=*/true);
@@ -127,14 +147,17 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
       }
       std::vector<std::string> csv{o->out_dir + "/qa_eval.csv"}, json{o->out_dir + "/qa_eval.json"};
       if (!o->csv.empty()) csv.push_back(o->csv);
-      return report_qa_eval(m.result, {{"model", model.path}, {"data", o->data}, {"study", m.study.id}, {"chat", o->chat}},
-                            csv, json, common.json);
+      nlohmann::json header = {{"model", model.path}, {"data", o->data}, {"study", m.study.id}, {"chat", o->chat}};
+      if (!budgets_header.is_null()) header.update(budgets_header);
+      return report_qa_eval(m.result, header, csv, json, common.json);
     }
     const QaEvalResult r = run_qa_eval(model, articles, opt);
     if (!o->tokens_json.empty()) write_file_atomic(o->tokens_json, qa_tokens_json(model, articles, opt, r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     std::vector<std::string> csv;
     if (!o->csv.empty()) csv.push_back(o->csv);
-    return report_qa_eval(r, {{"model", model.path}, {"data", o->data}, {"chat", o->chat}}, csv, {}, common.json);
+    nlohmann::json header = {{"model", model.path}, {"data", o->data}, {"chat", o->chat}};
+    if (!budgets_header.is_null()) header.update(budgets_header);
+    return report_qa_eval(r, header, csv, {}, common.json);
   };
 }
 
@@ -163,6 +186,10 @@ int report_qa_eval(const QaEvalResult& r, nlohmann::json header, const std::vect
   for (const auto& n : r.notes) fmt::print("note: {}\n", n);
   fmt::print("{} articles, {} questions, mean context {:.1f} tokens; reference answers: {} generated, {} reused\n",
              r.articles, r.questions, r.mean_context_tokens, r.answers_generated, r.answers_reused);
+  if (header.contains("budgets"))
+    fmt::print("per-head budgets: {} (schedule {}, max head ratio {}); each ratio is the total ratio\n",
+               header["budgets"].get<std::string>(), header["schedule"].get<std::string>(),
+               header["max_head_ratio"].get<double>());
   fmt::print("answer_nll: mean NLL of the full model's greedy answer (nats/token); delta = compacted - full, "
              "mean +- SEM over questions; mc_accuracy: highest-likelihood option == gold\n\n");
   fmt::print("{}", table.to_text());

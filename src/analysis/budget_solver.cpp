@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -349,8 +350,43 @@ nlohmann::json budget_schedule_to_json(const BudgetSchedule& s) {
   return j;
 }
 
+nlohmann::json budget_schedule_to_paper_json(const BudgetSchedule& s) {
+  validate_budget_schedule(s, "budgets");
+  nlohmann::json out = nlohmann::json::object();
+  for (const HeadBudget& h : s.heads) out[h.name()] = h.proportion;
+  return out;
+}
+
+BudgetSchedule budget_schedule_from_paper_json(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object() || j.empty()) throw Error(fmt::format("{}: expected a JSON object of \"L<l>H<h>\": proportion", source));
+  BudgetSchedule s;
+  s.schedule = "paper";
+  s.targets = {1.0};
+  for (const auto& [key, value] : j.items()) {
+    int l = -1, h = -1;
+    std::size_t used = 0;
+    if (std::sscanf(key.c_str(), "L%dH%d%zn", &l, &h, &used) != 2 || used != key.size() || l < 0 || h < 0 ||
+        head_name(l, h) != key)
+      throw Error(fmt::format("{}: key \"{}\" is not a head name L<layer>H<kv_head>", source, key));
+    if (!value.is_number()) throw Error(fmt::format("{}: {}: expected a number", source, key));
+    s.heads.push_back({l, h, value.get<double>()});
+    s.n_layers = std::max(s.n_layers, l + 1);
+    s.n_kv_heads = std::max(s.n_kv_heads, h + 1);
+  }
+  std::sort(s.heads.begin(), s.heads.end(), [](const HeadBudget& a, const HeadBudget& b) {
+    return std::pair(a.layer, a.kv_head) < std::pair(b.layer, b.kv_head);
+  });
+  double lo = 1;
+  for (const HeadBudget& h : s.heads) lo = std::min(lo, h.proportion);
+  s.floor = std::clamp(lo * static_cast<double>(s.heads.size()), 0.0, 1.0);
+  validate_budget_schedule(s, source);
+  return s;
+}
+
 BudgetSchedule budget_schedule_from_json(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object()) throw Error(fmt::format("{}: expected a JSON object at the top level", source));
+  if (!j.contains("schedule") && !j.empty() && j.begin().key().rfind('L', 0) == 0)
+    return budget_schedule_from_paper_json(j, source);
   auto need = [&](const nlohmann::json& obj, const char* key, const std::string& path) -> const nlohmann::json& {
     auto it = obj.find(key);
     if (it == obj.end()) throw Error(fmt::format("{}: {}{}: missing", source, path, key));
@@ -432,6 +468,14 @@ BudgetSchedule read_budget_schedule_for(const std::string& path, int n_layers, i
     throw Error(fmt::format("{}: budgets leave out sliding layers [{}], the model's sliding layers are [{}]", path,
                             fmt::join(s.sliding_layers, ","), fmt::join(sliding_layers, ",")));
   return s;
+}
+
+BudgetSchedule schedule_by_name_or_file(const std::string& spec, int n_layers, int n_kv_heads,
+                                        const std::vector<int>& sliding_layers, const std::vector<double>& targets,
+                                        double pyramid_beta) {
+  if (spec == "uniform") return uniform_schedule(n_layers, n_kv_heads, targets, sliding_layers);
+  if (spec == "pyramid") return pyramid_schedule(n_layers, n_kv_heads, targets, pyramid_beta, sliding_layers);
+  return read_budget_schedule_for(spec, n_layers, n_kv_heads, sliding_layers);
 }
 
 std::vector<int> compacted_head_budgets(const std::vector<double>& p, const std::vector<int>& T, int n_kv_heads,

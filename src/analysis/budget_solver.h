@@ -129,8 +129,20 @@ void validate_budget_schedule(const BudgetSchedule& schedule, const std::string&
 /// The JSON form documented on BudgetSchedule (validated first).
 nlohmann::json budget_schedule_to_json(const BudgetSchedule& schedule);
 
-/// Parses and validates the JSON form; errors start with `source` and name the field.
+/// Parses and validates the JSON form, or the paper's flat form (no "schedule" key); errors start
+/// with `source` and name the field.
 BudgetSchedule budget_schedule_from_json(const nlohmann::json& j, const std::string& source);
+
+/// The paper's flat form (adamzweiger/compaction, compaction_methods/base.py load_head_budgets,
+/// read by its precomputed_budget_path): {"L{l}H{h}": p, ...} over the compacted heads, the
+/// proportions summing to 1 (validated first).
+nlohmann::json budget_schedule_to_paper_json(const BudgetSchedule& schedule);
+
+/// The flat form back: every key "L{l}H{h}" with a number; n_layers / n_kv_heads are the largest
+/// indices + 1, schedule "paper", targets [1] (the form carries none), floor min_h p_h * H. A head
+/// missing from the grid is an Error naming it (as validate). Called by budget_schedule_from_json
+/// for an object without a "schedule" key.
+BudgetSchedule budget_schedule_from_paper_json(const nlohmann::json& j, const std::string& source);
 
 /// Writes the JSON form atomically. Throws Error naming the path.
 void write_budget_schedule(const std::string& path, const BudgetSchedule& schedule);
@@ -144,6 +156,13 @@ BudgetSchedule read_budget_schedule(const std::string& path);
 /// without sliding layers serves a model with them through compacted_head_budgets.
 BudgetSchedule read_budget_schedule_for(const std::string& path, int n_layers, int n_kv_heads,
                                         const std::vector<int>& sliding_layers = {});
+
+/// A schedule by name or file: "uniform" (uniform_schedule), "pyramid" (pyramid_schedule with
+/// pyramid_beta), anything else a budgets file (read_budget_schedule_for). `targets` are the total
+/// ratios the built schedules record. Throws as those.
+BudgetSchedule schedule_by_name_or_file(const std::string& spec, int n_layers, int n_kv_heads,
+                                        const std::vector<int>& sliding_layers, const std::vector<double>& targets,
+                                        double pyramid_beta = 20.0);
 
 /// per_head_budgets over the compacted heads only: the heads of the layers in sliding_layers are
 /// never compacted and get their whole length T_h (compact_cache copies those layers); the other

@@ -230,8 +230,11 @@ DocumentInfluence sweep_context(
     std::vector<double> delta;
     HeadCache& slot = base.head(head.layer, head.kv_head);
     const HeadCache baseline_head = slot;  // put back after the head's grid
+    double compact_s = 0;  // of the head's time: recompacting it at each ratio (the rest: forwards)
     for (double r : options.grid) {
+      const auto t_compact = std::chrono::steady_clock::now();
       slot = to_head_cache(hc.compact(kept_entries(r, T)), src);
+      compact_s += seconds_since(t_compact);
       const double nll = options.reuse_prefix ? eval(base, head.layer, nullptr, &capture)
                                               : eval(base, 0, nullptr, nullptr);
       if (!std::isfinite(nll))
@@ -245,8 +248,8 @@ DocumentInfluence sweep_context(
     out.seconds = seconds_since(t_start);
     if (on_head) on_head(out);
     if (options.progress)
-      log_line(fmt::format("influence: document {}, head {} ({}/{}), {:.2f} s", document + 1,
-                   head_name(head.layer, head.kv_head), k + 1, heads.size(), seconds_since(t_head)));
+      log_line(fmt::format("influence: document {}, head {} ({}/{}), {:.2f} s ({:.2f} s compaction)", document + 1,
+                   head_name(head.layer, head.kv_head), k + 1, heads.size(), seconds_since(t_head), compact_s));
   }
   out.seconds = seconds_since(t_start);
   return out;

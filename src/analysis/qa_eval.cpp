@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "analysis/budget_solver.h"
 #include "analysis/continuation_nll.h"
 #include "analysis/mean_sem.h"
 #include "compaction/head_compaction.h"
@@ -254,6 +255,15 @@ std::vector<double> option_log_likelihoods(const Transformer& transformer, const
   return option_lls(transformer, s, encode_options(tokenizer, options));
 }
 
+void check_qa_budgets(const Model& model, const QaEvalOptions& options) {
+  const std::size_t heads = static_cast<std::size_t>(model.config.n_layers) * model.config.n_kv_heads;
+  if (!options.budget_proportions.empty() && options.budget_proportions.size() != heads)
+    throw Error(fmt::format("qa-eval: the budgets list {} heads, the model has {} ({} layers x {} KV heads)",
+                            options.budget_proportions.size(), heads, model.config.n_layers, model.config.n_kv_heads));
+  if (!(options.max_head_ratio > 0 && options.max_head_ratio <= 1))
+    throw Error(fmt::format("qa-eval: max head ratio {} is outside (0, 1]", options.max_head_ratio));
+}
+
 std::vector<MethodSpec> validate_qa_eval_options(const QaEvalOptions& options) {
   if (options.methods.empty()) throw Error("qa-eval: no methods given");
   if (options.ratios.empty()) throw Error("qa-eval: no ratios given");
@@ -271,6 +281,7 @@ QaArticleUnit evaluate_qa_article(const Model& model, const Transformer& tr, con
                                   const std::vector<MethodSpec>& methods, const QaEvalOptions& options,
                                   QaAnswerStore& store) {
   const Tokenizer& tok = *model.tokenizer;
+  check_qa_budgets(model, options);
   const QaArticleTokens at = tokenize_qa_article(model, art, options);
   QaArticleUnit unit;
   unit.note = at.note;
@@ -295,6 +306,11 @@ QaArticleUnit evaluate_qa_article(const Model& model, const Transformer& tr, con
       co.ratio = ratio;
       co.seed = options.seed + ai;
       set_rope(co, model.config);
+      if (!options.budget_proportions.empty()) {
+        const std::vector<int> lengths(options.budget_proportions.size(), static_cast<int>(ids.size()));
+        co.head_budgets = compacted_head_budgets(options.budget_proportions, lengths, model.config.n_kv_heads,
+                                                 model.config.sliding_layers(), ratio, options.max_head_ratio);
+      }
       caches.push_back(compact_prefill(tr, tok, prefill, co));
     }
   }

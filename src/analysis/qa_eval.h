@@ -30,6 +30,13 @@ struct QaEvalOptions {
   int max_context_tokens = 0;  ///< context cap incl. BOS; 0 = max_seq_len minus question room
   uint64_t seed = 0;           ///< seed of the `random` baseline (+ article index)
   AttentionMatchingOptions am;
+  /// Per-head budget proportions [n_layers * n_kv_heads] (budget_solver.h); empty = every head at
+  /// the ratio. When set, each ratio is the total ratio: the compacted heads share
+  /// round(ratio * sum T_h) keys by these proportions (compacted_head_budgets).
+  std::vector<double> budget_proportions;
+  /// With budget_proportions: no head keeps more than max(1, floor(max_head_ratio * T)) keys, the
+  /// excess water-filled over the others; in (0, 1].
+  double max_head_ratio = 1.0;
   /// With a chat template (--chat): article + question prompt form one user message rendered with
   /// the generation prompt; the rendered text up to the article's end is the context, the rest the
   /// prompt (see tokenize_qa_article). nullptr: plain article + prompt.
@@ -155,6 +162,10 @@ struct QaArticleUnit {
   std::vector<QaReferenceAnswer> answers;          ///< [questions]
   int answers_generated = 0, answers_reused = 0;
 };
+
+/// Checks the per-head budgets against the model: proportions for n_layers * n_kv_heads heads (or
+/// none) and max_head_ratio in (0, 1]. Throws Error naming the mismatch.
+void check_qa_budgets(const Model& model, const QaEvalOptions& options);
 
 /// Checks the options (throws Error as run_qa_eval) and returns the parsed methods.
 std::vector<MethodSpec> validate_qa_eval_options(const QaEvalOptions& options);

@@ -83,14 +83,18 @@ UnitStudy make_qa_eval_study(const Model& model, const std::vector<QaArticle>& a
     names.push_back(fmt::format("article_{}", a));
     hashes.push_back(hash_hex(qa_article_to_jsonl(articles[a])));
   }
-  const json settings = {{"model_fingerprint", fingerprint_hex(model_fingerprint(model.config, model.weights))},
-                         {"methods", methods},
-                         {"ratios", options.ratios},
-                         {"max_answer_tokens", options.max_answer_tokens},
-                         {"prompt_template", options.prompt_template},
-                         {"max_context_tokens", options.max_context_tokens},
-                         {"seed", options.seed},
-                         {"chat_template", options.chat ? hash_hex(options.chat->source) : std::string("none")}};
+  json settings = {{"model_fingerprint", fingerprint_hex(model_fingerprint(model.config, model.weights))},
+                   {"methods", methods},
+                   {"ratios", options.ratios},
+                   {"max_answer_tokens", options.max_answer_tokens},
+                   {"prompt_template", options.prompt_template},
+                   {"max_context_tokens", options.max_context_tokens},
+                   {"seed", options.seed},
+                   {"chat_template", options.chat ? hash_hex(options.chat->source) : std::string("none")}};
+  if (!options.budget_proportions.empty()) {  // older studies (every head at the ratio): no keys
+    settings["budget_proportions"] = options.budget_proportions;
+    settings["max_head_ratio"] = options.max_head_ratio;
+  }
   UnitStudy study = make_unit_study(study_kind("qa-eval"), settings, std::move(names), std::move(hashes));
   study.inputs = {{"model", model.path}};  // for the merged result's header (paths may differ between nodes)
   return study;
@@ -129,6 +133,10 @@ QaEvalMerge merge_qa_eval(const std::string& dir, bool allow_none) {
   try {
     out.options.methods = s.at("methods").get<std::vector<std::string>>();
     out.options.ratios = s.at("ratios").get<std::vector<double>>();
+    if (s.contains("budget_proportions")) {
+      out.options.budget_proportions = s.at("budget_proportions").get<std::vector<double>>();
+      out.options.max_head_ratio = s.at("max_head_ratio").get<double>();
+    }
   } catch (const json::exception& e) {
     throw Error(fmt::format("{}: malformed qa-eval settings ({})", dir, e.what()));
   }
