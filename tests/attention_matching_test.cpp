@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -347,6 +349,39 @@ TEST(AttentionMatchingVariants, RecentWindowC2IsTheShareWeightedPrefixFit) {
   for (int r = 0; r < k; ++r)
     for (int c2 = 0; c2 < h.d; ++c2)
       EXPECT_NEAR(c.values[r * h.d + c2], ref[r * h.d + c2], 1e-4 * (1 + std::fabs(ref[r * h.d + c2])));
+}
+
+TEST(AttentionMatchingVariants, SharedGramGivesTheSameFitsForNestedBudgets) {
+  // share_gram takes the beta fit's normal equations from one Gram matrix of the top-m ranked keys;
+  // every budget's fit must match the fit that computes its own Gram (to rounding), with and
+  // without a recent window, and past m (keys outside the shared block) it computes its own.
+  const Head h = random_head(600, 200, 16, 850);
+  for (int recent : {0, 10}) {
+    AttentionMatchingOptions o;
+    o.recent = recent;
+    const AttentionMatcher plain(h.in(), o);
+    AttentionMatcher shared(h.in(), o);
+    shared.share_gram(80);
+    double worst_beta = 0, worst_v = 0;
+    for (int t : {1, 12, 40, 80, 81, 150}) {
+      const CompactedHead a = plain.compact(t), b = shared.compact(t);
+      ASSERT_EQ(a.selected, b.selected) << "t " << t;
+      for (std::size_t j = 0; j < a.beta.size(); ++j)
+        worst_beta = std::max(worst_beta, std::fabs(double(a.beta[j]) - b.beta[j]));
+      worst_v = std::max(worst_v, rel_error(b.values, a.values));
+      if (t > 80) {  // outside the shared block: computed as without it, bit for bit
+        EXPECT_EQ(a.beta, b.beta) << "t " << t;
+        EXPECT_EQ(a.values, b.values) << "t " << t;
+      }
+    }
+    EXPECT_LT(worst_beta, 1e-5) << "recent " << recent;
+    EXPECT_LT(worst_v, 1e-5) << "recent " << recent;
+    shared.drop_shared_gram();
+    const CompactedHead a = plain.compact(40), b = shared.compact(40);
+    EXPECT_EQ(a.beta, b.beta);
+    EXPECT_EQ(a.values, b.values);
+    std::printf("recent %d: shared-Gram fits differ by <= %.2e in beta, %.2e relative in C2\n", recent, worst_beta, worst_v);
+  }
 }
 
 }  // namespace

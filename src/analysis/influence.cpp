@@ -51,6 +51,9 @@ class HeadCompactor {
   CompactedHead compact(int t) const {
     return prepared_->compact(method_budget(spec_, t, std::max(T_, 0), layer_, n_layers_));
   }
+  /// Brackets one head's grid: compact(t) for t <= max_t shares work in between.
+  void begin_sweep(int max_t) { prepared_->begin_budget_sweep(method_budget(spec_, max_t, std::max(T_, 0), layer_, n_layers_)); }
+  void end_sweep() { prepared_->end_budget_sweep(); }
 
  private:
   const MethodSpec& spec_;
@@ -123,8 +126,9 @@ DocumentInfluence sweep_context(
     t_base = compacted_head_budgets(options.budget_proportions, std::vector<int>(t_base.size(), T), H,
                                     c.sliding_layers(), options.baseline_ratio);
   }
-  int max_t = *std::max_element(t_base.begin(), t_base.end());
-  for (double r : options.grid) max_t = std::max(max_t, kept_entries(r, T));
+  int grid_max_t = 0;  // the largest budget of a head's grid
+  for (double r : options.grid) grid_max_t = std::max(grid_max_t, kept_entries(r, T));
+  const int max_t = std::max(*std::max_element(t_base.begin(), t_base.end()), grid_max_t);
   // One prepared compactor per head; the baseline cache.
   std::vector<std::unique_ptr<HeadCompactor>> compactor(static_cast<std::size_t>(L) * H);
   KVCache base(L, H, d);
@@ -210,7 +214,9 @@ DocumentInfluence sweep_context(
   out.context_tokens = T;
   out.eval_tokens = eval_tokens;
   out.spans = static_cast<int>(spans.size());
+  const auto t_forward = std::chrono::steady_clock::now();
   out.baseline_nll = eval(base, 0, &capture, nullptr);
+  const double forward_s = seconds_since(t_forward);  // a full forward of the evaluated tokens
 
   for (std::size_t k = 0; k < heads.size(); ++k) {
     const HeadId& head = heads[k];
@@ -225,12 +231,15 @@ DocumentInfluence sweep_context(
       if (finished) continue;
     }
     const auto t_head = std::chrono::steady_clock::now();
-    const HeadCompactor& hc = *compactor[static_cast<std::size_t>(head.layer) * H + head.kv_head];
+    HeadCompactor& hc = *compactor[static_cast<std::size_t>(head.layer) * H + head.kv_head];
     const HeadCache& src = pre.cache.head(head.layer, head.kv_head);
     std::vector<double> delta;
     HeadCache& slot = base.head(head.layer, head.kv_head);
     const HeadCache baseline_head = slot;  // put back after the head's grid
     double compact_s = 0;  // of the head's time: recompacting it at each ratio (the rest: forwards)
+    const auto t_share = std::chrono::steady_clock::now();
+    hc.begin_sweep(grid_max_t);
+    compact_s += seconds_since(t_share);
     for (double r : options.grid) {
       const auto t_compact = std::chrono::steady_clock::now();
       slot = to_head_cache(hc.compact(kept_entries(r, T)), src);
@@ -242,14 +251,18 @@ DocumentInfluence sweep_context(
                                 head_name(head.layer, head.kv_head), r));
       delta.push_back(nll - out.baseline_nll);
     }
+    hc.end_sweep();
     slot = baseline_head;
     out.heads.push_back(head);
     out.delta.push_back(std::move(delta));
     out.seconds = seconds_since(t_start);
     if (on_head) on_head(out);
     if (options.progress)
-      log_line(fmt::format("influence: document {}, head {} ({}/{}), {:.2f} s ({:.2f} s compaction)", document + 1,
-                   head_name(head.layer, head.kv_head), k + 1, heads.size(), seconds_since(t_head), compact_s));
+      log_line(fmt::format("influence: document {}, head {} ({}/{}), {:.2f} s ({:.2f} s compaction); a point costs "
+                           "{:.2f} full forwards of the evaluated tokens ({:.3f} s)",
+                           document + 1, head_name(head.layer, head.kv_head), k + 1, heads.size(), seconds_since(t_head),
+                           compact_s, seconds_since(t_head) / static_cast<double>(options.grid.size()) / forward_s,
+                           forward_s));
   }
   out.seconds = seconds_since(t_start);
   return out;

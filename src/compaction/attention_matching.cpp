@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include <cblas.h>
 #include <fmt/format.h>
 
 #include "compaction/baselines.h"
@@ -164,17 +165,27 @@ CompactedHead AttentionMatcher::fit(const std::vector<int>& selected) const {
   // beta: M = exp(S[:, sel] - m_i) [n, k] against the prefix mass Z^P [n]. Logits and exp in
   // float32 as in the paper's code; the solves in double.
   const std::vector<float> logits = selected_logits_f32(in_, fitted);
-  std::vector<double> buf(N * K);
+  std::vector<double> buf = exp_scores(logits, K);
   std::vector<float> row(K);
-  for (std::size_t i = 0; i < N; ++i) {
-    const float m = static_cast<float>(stats_.row_max[i]);
-    for (std::size_t j = 0; j < K; ++j) row[j] = logits[i * K + j] - m;
-    exp_inplace(row.data(), K);
-    std::copy(row.begin(), row.end(), buf.begin() + static_cast<std::ptrdiff_t>(i * K));
+  // share_gram: G = M^T M and b = M^T Z^P are sub-blocks of the shared ones when every key is there.
+  std::vector<double> shared_g, shared_b;
+  if (gram_m_ > 0 && options_.beta == BetaFit::NnlsPg &&
+      std::all_of(fitted.begin(), fitted.end(), [&](int j) { return gram_pos_[static_cast<std::size_t>(j)] >= 0; })) {
+    shared_g.resize(K * K);
+    shared_b.resize(K);
+    for (std::size_t a = 0; a < K; ++a) {
+      const std::size_t pa = static_cast<std::size_t>(gram_pos_[static_cast<std::size_t>(fitted[a])]);
+      shared_b[a] = gram_b_[pa];
+      for (std::size_t c = 0; c < K; ++c)
+        shared_g[a * K + c] = gram_[pa * gram_m_ + static_cast<std::size_t>(gram_pos_[static_cast<std::size_t>(fitted[c])])];
+    }
   }
   std::vector<double> w;
   switch (options_.beta) {
-    case BetaFit::NnlsPg: w = bounded_nnls(buf.data(), n, k, mass_target_.data(), options_.nnls); break;
+    case BetaFit::NnlsPg:
+      w = bounded_nnls(buf.data(), n, k, mass_target_.data(), options_.nnls, shared_g.empty() ? nullptr : shared_g.data(),
+                       shared_b.empty() ? nullptr : shared_b.data());
+      break;
     case BetaFit::NnlsExact: {
       w = nnls_active_set(buf.data(), n, k, mass_target_.data());
       const double lo = std::exp(options_.nnls.lo), hi = std::exp(options_.nnls.hi);
@@ -220,6 +231,47 @@ CompactedHead AttentionMatcher::fit(const std::vector<int>& selected) const {
     ++r;
   }
   return head;
+}
+
+std::vector<double> AttentionMatcher::exp_scores(const std::vector<float>& logits, std::size_t k) const {
+  const std::size_t N = static_cast<std::size_t>(in_.n_queries);
+  std::vector<double> out(N * k);
+  std::vector<float> row(k);
+  for (std::size_t i = 0; i < N; ++i) {
+    const float m = static_cast<float>(stats_.row_max[i]);
+    for (std::size_t j = 0; j < k; ++j) row[j] = logits[i * k + j] - m;
+    exp_inplace(row.data(), k);
+    std::copy(row.begin(), row.end(), out.begin() + static_cast<std::ptrdiff_t>(i * k));
+  }
+  return out;
+}
+
+void AttentionMatcher::share_gram(int max_t) {
+  drop_shared_gram();
+  if (options_.beta != BetaFit::NnlsPg || options_.paper_omp() || in_.n_queries == 0 || prefix_ == 0) return;
+  const int w = std::min(options_.recent, in_.T);
+  const std::size_t m = static_cast<std::size_t>(std::clamp(std::min(max_t, in_.T) - w, 0, static_cast<int>(ranking_.size())));
+  if (m == 0) return;
+  std::vector<int> keys(ranking_.begin(), ranking_.begin() + static_cast<std::ptrdiff_t>(m));
+  std::sort(keys.begin(), keys.end());
+  const std::vector<double> E = exp_scores(selected_logits_f32(in_, keys), m);
+  const int n = in_.n_queries, M = static_cast<int>(m);
+  gram_.assign(m * m, 0.0);
+  cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, M, n, 1.0, E.data(), M, 0.0, gram_.data(), M);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < i; ++j) gram_[i * m + j] = gram_[j * m + i];
+  gram_b_.assign(m, 0.0);
+  cblas_dgemv(CblasRowMajor, CblasTrans, n, M, 1.0, E.data(), M, mass_target_.data(), 1, 0.0, gram_b_.data(), 1);
+  gram_pos_.assign(static_cast<std::size_t>(prefix_), -1);
+  for (std::size_t r = 0; r < m; ++r) gram_pos_[static_cast<std::size_t>(keys[r])] = static_cast<int>(r);
+  gram_m_ = m;
+}
+
+void AttentionMatcher::drop_shared_gram() {
+  gram_m_ = 0;
+  std::vector<int>().swap(gram_pos_);
+  std::vector<double>().swap(gram_);
+  std::vector<double>().swap(gram_b_);
 }
 
 CompactedHead compact_attention_matching(const HeadCompactionInput& in, int t,

@@ -113,7 +113,21 @@ class AttentionMatcher {
   /// non-finite / float-overflowing C2.
   CompactedHead fit(const std::vector<int>& selected) const;
 
+  /// Nested budgets (an influence sweep calls compact(t) for many t <= max_t on one head): computes
+  /// once the Gram matrix G = E_R^T E_R [m, m] and b = E_R^T Z^P [m] of the exp-scores E_R [n, m]
+  /// of the first m = min(max_t - w, T - w) ranked prefix keys, so that every later nnls-pg beta fit
+  /// whose keys lie among them takes its normal equations as a sub-block of G instead of an
+  /// O(n k^2) product (same numbers to rounding; tests/attention_matching_test.cpp). Holds m^2
+  /// doubles until drop_shared_gram. No-op for the paper's OMP loop, other beta fits, or no
+  /// queries. Not thread-safe against concurrent fits on the same matcher.
+  void share_gram(int max_t);
+  /// Frees what share_gram holds; fits compute their Gram matrices again.
+  void drop_shared_gram();
+
  private:
+  /// exp(S[:, cols] - m_i) in double [n, k] from the cols' float32 logits [n, k] (fit's M).
+  std::vector<double> exp_scores(const std::vector<float>& logits, std::size_t k) const;
+
   HeadCompactionInput in_;
   AttentionMatchingOptions options_;
   HeadAttentionStats stats_;
@@ -122,6 +136,9 @@ class AttentionMatcher {
   std::vector<double> out_target_;  // Y^P [n, d]
   std::vector<double> row_weight_;  // a [n] (empty = all ones)
   std::vector<int> ranking_;
+  std::vector<int> gram_pos_;       // [prefix_]: key -> row of gram_, -1 when not shared
+  std::vector<double> gram_, gram_b_;  // share_gram's G [m, m] and b [m]
+  std::size_t gram_m_ = 0;
 };
 
 /// One-shot AM compaction of a head to t entries (see AttentionMatcher::compact).

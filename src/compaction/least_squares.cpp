@@ -7,6 +7,7 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <cblas.h>
 #include <lapacke.h>
 
 #include "core/error.h"
@@ -111,7 +112,7 @@ std::vector<double> solve_least_squares(const double* A, int m, int n, const dou
 }
 
 std::optional<std::vector<double>> solve_normal_equations(const double* G, int n, const double* AtB, int k,
-                                                          double min_rcond) {
+                                                          double min_rcond, const NormalEquationsRefinement* refine) {
   if (n < 0 || k < 0) throw Error(fmt::format("normal equations: negative size (n={}, k={})", n, k));
   const std::size_t N = static_cast<std::size_t>(n), K = static_cast<std::size_t>(k);
   for (std::size_t i = 0; i < N * N; ++i)
@@ -131,17 +132,52 @@ std::optional<std::vector<double>> solve_normal_equations(const double* G, int n
   double rc = 0.0;
   std::vector<double> work(3 * N);
   std::vector<lapack_int> iwork(N);
-  if (LAPACKE_dpocon_work(LAPACK_COL_MAJOR, 'U', n, L.data(), n, anorm, &rc, work.data(), iwork.data()) != 0 ||
-      !(rc > min_rcond))
+  if (LAPACKE_dpocon_work(LAPACK_COL_MAJOR, 'U', n, L.data(), n, anorm, &rc, work.data(), iwork.data()) != 0)
     return std::nullopt;
-  std::vector<double> b(N * K);  // column-major copy of AtB
-  for (std::size_t i = 0; i < N; ++i)
-    for (std::size_t c = 0; c < K; ++c) b[i + c * N] = AtB[i * K + c];
-  if (LAPACKE_dpotrs_work(LAPACK_COL_MAJOR, 'U', n, k, L.data(), n, b.data(), n) != 0) return std::nullopt;
-  std::vector<double> X(N * K);
-  for (std::size_t i = 0; i < N; ++i)
-    for (std::size_t c = 0; c < K; ++c) X[i * K + c] = b[i + c * N];
-  return X;
+  const bool refining = !(rc > min_rcond);
+  if (refining && (refine == nullptr || !(rc > refine->min_rcond) || refine->A == nullptr || refine->B == nullptr ||
+                   refine->m < 0))
+    return std::nullopt;
+  // Solves G x = rhs in place for rhs [n, k] row-major through the column-major factor.
+  std::vector<double> b(N * K);
+  auto cholesky_solve = [&](std::vector<double>& rhs) {
+    for (std::size_t i = 0; i < N; ++i)
+      for (std::size_t c = 0; c < K; ++c) b[i + c * N] = rhs[i * K + c];
+    if (LAPACKE_dpotrs_work(LAPACK_COL_MAJOR, 'U', n, k, L.data(), n, b.data(), n) != 0) return false;
+    for (std::size_t i = 0; i < N; ++i)
+      for (std::size_t c = 0; c < K; ++c) rhs[i * K + c] = b[i + c * N];
+    return true;
+  };
+  std::vector<double> X(AtB, AtB + N * K);
+  if (!cholesky_solve(X)) return std::nullopt;
+  if (!refining) return X;
+  // Corrected semi-normal equations: x += G^{-1} A^T (B - A x) until the step is negligible.
+  const std::size_t M = static_cast<std::size_t>(refine->m);
+  std::vector<double> R(M * K), step(N * K);
+  auto max_abs = [](const std::vector<double>& v) {
+    double a = 0.0;
+    for (double x : v) a = std::max(a, std::fabs(x));
+    return a;
+  };
+  // The steps stall at about cond(A) * 1e-16 relative (the residual's rounding), which is also
+  // the forward error of a QR solution: accept a step below max(1e-14, 1e-15 / sqrt(rc)) of x.
+  const double tol = std::max(1e-14, 1e-15 / std::sqrt(rc));
+  double last = std::numeric_limits<double>::infinity();
+  for (int it = 0; it < refine->max_steps; ++it) {
+    std::copy(refine->B, refine->B + M * K, R.begin());
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, refine->m, k, n, -1.0, refine->A, n, X.data(), k, 1.0,
+                R.data(), k);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, refine->m, 1.0, refine->A, n, R.data(), k, 0.0,
+                step.data(), k);
+    if (!cholesky_solve(step)) return std::nullopt;
+    for (std::size_t i = 0; i < N * K; ++i) X[i] += step[i];
+    const double s = max_abs(step), x = max_abs(X);
+    if (!std::isfinite(s) || !std::isfinite(x)) return std::nullopt;
+    if (s <= tol * x) return X;
+    if (s > 0.5 * last) return std::nullopt;  // not contracting: leave it to QR / SVD
+    last = s;
+  }
+  return std::nullopt;
 }
 
 }  // namespace kvcompact

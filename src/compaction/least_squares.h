@@ -30,7 +30,24 @@ std::vector<double> solve_least_squares(const double* A, int m, int n, const dou
 /// definite or its reciprocal condition estimate (dpocon, 1-norm) is at or below min_rcond: the
 /// normal equations lose about cond(G) * 1e-16 relative accuracy, so min_rcond = 1e-10 keeps the
 /// answer within ~1e-6 of the QR / SVD one. Throws Error on negative sizes or non-finite input.
+///
+/// With `refine` (the system itself: A [m, n] and B [m, k], row-major) a G whose estimate is at or
+/// below min_rcond but above refine->min_rcond (default 1e-16, i.e. cond(A) < ~1e8) is not given
+/// up: from the Cholesky solution x, the corrected semi-normal equations (Bjorck, Numerical
+/// Methods for Least Squares Problems, sec. 2.5.2) step x <- x + G^{-1} A^T (B - A x), residual
+/// in double, contracting by about cond(G) * 1e-16 per step, until the step is at most
+/// max(1e-14, 1e-15 / sqrt(rcond estimate)) of max|x| (about cond(A) * 1e-16, the forward error of a
+/// QR solution; at most refine->max_steps steps). That is the least-squares minimiser the QR would
+/// give, at 4 m n k flops per step against the QR's ~2 m n^2. nullopt when the steps stall.
+struct NormalEquationsRefinement {
+  const double* A = nullptr;  ///< [m, n] row-major
+  int m = 0;
+  const double* B = nullptr;  ///< [m, k] row-major
+  double min_rcond = 1e-16;
+  int max_steps = 8;
+};
 std::optional<std::vector<double>> solve_normal_equations(const double* G, int n, const double* AtB, int k,
-                                                          double min_rcond = 1e-10);
+                                                          double min_rcond = 1e-10,
+                                                          const NormalEquationsRefinement* refine = nullptr);
 
 }  // namespace kvcompact

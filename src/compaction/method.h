@@ -38,6 +38,13 @@ class PreparedHead {
   virtual ~PreparedHead() = default;
   /// The head compacted to `budget` entries (0 <= budget <= T). Throws as Method::compact.
   virtual CompactedHead compact(int budget) const = 0;
+  /// A hint that compact() will next be called for several budgets <= max_budget (an influence
+  /// sweep over one head's ratios): a method may keep work shared between them (AM: the beta fit's
+  /// Gram matrix, AttentionMatcher::share_gram) until end_budget_sweep. Results are unchanged up
+  /// to rounding. Default: nothing.
+  virtual void begin_budget_sweep(int max_budget) { (void)max_budget; }
+  /// Frees what begin_budget_sweep kept.
+  virtual void end_budget_sweep() {}
 };
 
 /// A configured compaction method: a family with its parsed options. Immutable, shared by

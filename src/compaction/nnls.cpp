@@ -108,7 +108,7 @@ std::vector<double> bounded_nnls_gram(const double* G, const double* b, int cols
 }
 
 std::vector<double> bounded_nnls(const double* M, int rows, int cols, const double* z,
-                                 const NnlsOptions& options) {
+                                 const NnlsOptions& options, const double* gram_in, const double* mtz) {
   check_options(options);
   check_finite_matrix(M, rows, cols, "nnls");
   check_finite_matrix(z, rows, 1, "nnls target");
@@ -116,11 +116,15 @@ std::vector<double> bounded_nnls(const double* M, int rows, int cols, const doub
   if (cols == 0) return {};
   // G = M^T M and b = M^T z: the projected gradient's G w - b, and the normal equations of the
   // unconstrained start when G is well conditioned (else dgelsd / QR on M itself).
-  const std::vector<double> G = gram(M, rows, cols);
+  const std::vector<double> G = gram_in != nullptr ? std::vector<double>(gram_in, gram_in + C * C) : gram(M, rows, cols);
   std::vector<double> b(C, 0.0);
-  if (rows > 0) cblas_dgemv(CblasRowMajor, CblasTrans, rows, cols, 1.0, M, cols, z, 1, 0.0, b.data(), 1);
-  std::optional<std::vector<double>> start = rows >= cols ? solve_normal_equations(G.data(), cols, b.data(), 1)
-                                                          : std::nullopt;
+  if (mtz != nullptr)
+    b.assign(mtz, mtz + C);
+  else if (rows > 0)
+    cblas_dgemv(CblasRowMajor, CblasTrans, rows, cols, 1.0, M, cols, z, 1, 0.0, b.data(), 1);
+  NormalEquationsRefinement refine{M, rows, z};
+  std::optional<std::vector<double>> start =
+      rows >= cols ? solve_normal_equations(G.data(), cols, b.data(), 1, 1e-10, &refine) : std::nullopt;
   std::vector<double> w = start ? std::move(*start) : solve_least_squares(M, rows, cols, z, 1, options.rcond);
   return bounded_nnls_gram(G.data(), b.data(), cols, std::move(w), options);
 }

@@ -23,10 +23,15 @@ double spectral_norm_squared(const double* M, int rows, int cols);
 /// (arXiv 2602.16284, beta fit): w0 = clip(unconstrained min-norm least-squares solution), then
 /// `iters` projected-gradient steps w <- clip(w - (1/||M||_2^2) M^T (M w - z), e^lo, e^hi).
 ///   M: [rows, cols] row-major, z: [rows]  ->  w: [cols], every entry in [e^lo, e^hi].
-/// The gradient uses the Gram matrix M^T M [cols, cols] (O(cols^2) per step). Throws Error on bad
-/// options (iters < 0, lo > hi, non-finite bounds), negative sizes or non-finite input.
+/// The gradient uses the Gram matrix M^T M [cols, cols] (O(cols^2) per step). A caller that has
+/// G = M^T M (row-major, both triangles) and b = M^T z already (e.g. as a sub-block of a larger
+/// Gram, AttentionMatcher::share_gram) passes them as `gram` / `mtz`, which saves the
+/// O(rows cols^2) product; M is then read only when G is too ill-conditioned for the normal
+/// equations. Throws Error on bad options (iters < 0, lo > hi, non-finite bounds), negative sizes
+/// or non-finite input.
 std::vector<double> bounded_nnls(const double* M, int rows, int cols, const double* z,
-                                 const NnlsOptions& options = {});
+                                 const NnlsOptions& options = {}, const double* gram = nullptr,
+                                 const double* mtz = nullptr);
 
 /// The same fit from the normal equations: G = M^T M [cols, cols] (row-major, both triangles),
 /// b = M^T z [cols] and `start`, the unconstrained least-squares solution [cols] (bounded_nnls

@@ -67,7 +67,8 @@ std::vector<double> fit_values(const double* P, int n, int t, const double* Y, i
         for (std::size_t i = 0; i < T2; ++i)
           for (std::size_t j = 0; j < i; ++j) G[i * T2 + j] = G[j * T2 + i];
         cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, d, n, 1.0, P, t, Y, d, 0.0, PtY.data(), d);
-        if (auto X = solve_normal_equations(G.data(), t, PtY.data(), d)) return std::move(*X);
+        NormalEquationsRefinement refine{P, n, Y};
+        if (auto X = solve_normal_equations(G.data(), t, PtY.data(), d, 1e-10, &refine)) return std::move(*X);
       }
       return solve_least_squares(P, n, t, Y, d, options.rcond);
     }

@@ -147,6 +147,8 @@ class PreparedMatcher final : public PreparedHead {
   PreparedMatcher(const HeadCompactionInput& in, const AttentionMatchingOptions& o, int max_budget)
       : matcher_(in, o, max_budget) {}
   CompactedHead compact(int budget) const override { return matcher_.compact(budget); }
+  void begin_budget_sweep(int max_budget) override { matcher_.share_gram(max_budget); }
+  void end_budget_sweep() override { matcher_.drop_shared_gram(); }
 
  private:
   AttentionMatcher matcher_;
