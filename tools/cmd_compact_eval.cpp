@@ -102,7 +102,7 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
       ->check(positive_number());
   cmd->add_option("--split", o->split, "how --data is cut into documents: blank-lines or wikitext (articles)");
   cmd->add_option("--seed", o->seed, "seed of the random baseline");
-  cmd->add_option("--budgets", o->budgets,
+  CLI::Option* budgets_opt = cmd->add_option("--budgets", o->budgets,
                   "per-head budget proportions (kvcompact budget); each ratio is then the total ratio");
   cmd->add_option("--chunk", o->chunk,
                   "chunked compaction in KV space: each context compacted in chunks of N tokens (0 = whole)");
@@ -117,7 +117,8 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
                   "ones; `kvcompact merge DIR` aggregates");
   cmd->add_option("--shard", o->shard, "run shard I of N (I/N, 0-based) of the documents into --out DIR");
   add_common_options(cmd, common);
-  return [o, &common] {
+  return [o, &common, budgets_opt] {
+    if (budgets_opt->count() > 0 && o->budgets.empty()) throw Error("--budgets: empty file name");
     CompactEvalOptions opt;
     const ShardSpec shard = o->shard.empty() ? ShardSpec{} : parse_shard(o->shard);
     if (shard.active() && o->out_dir.empty()) throw Error("--shard: needs --out DIR (the shared study folder)");

@@ -162,10 +162,15 @@ Runner register_budget(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--kv-heads", o->n_kv_heads, "uniform/pyramid without curves: KV heads per layer");
   cmd->add_option("-o,--out", o->out, "budgets JSON file")->required();
   cmd->add_flag("--png", o->png, "also write the heatmap as PNG");
-  cmd->add_option("--paper-out", o->paper_out,
+  CLI::Option* paper_opt = cmd->add_option("--paper-out", o->paper_out,
                   "also write the proportions in the paper's flat form {\"L0H0\": p, ...} (its precomputed_budget_path)");
   add_common_options(cmd, common);
-  return [o, &common] {
+  return [o, &common, paper_opt] {
+    if (paper_opt->count() > 0 && o->paper_out.empty()) throw Error("--paper-out: empty file name");
+    if (!o->paper_out.empty() && std::filesystem::absolute(o->paper_out).lexically_normal() == std::filesystem::absolute(o->out).lexically_normal())
+      throw Error(fmt::format("--paper-out {}: the same file as -o; give another name", o->paper_out));
+    for (const std::string& f : {o->out, o->paper_out})
+      if (!f.empty() && std::filesystem::is_directory(f)) throw Error(fmt::format("{}: is a folder, not a file name", f));
     std::vector<double> targets = parse_number_list("--targets", o->targets);
     std::unique_ptr<InfluenceCurves> curves;
     if (!o->curves.empty()) {

@@ -40,12 +40,14 @@ int report_unit_merge(const Merge& m, const std::string& out_dir, const char* st
   if (m.missing.empty()) csv = {out_dir + "/" + stem + ".csv"}, json = {out_dir + "/" + stem + ".json"};
   std::vector<int> missing_1;
   for (int u : m.missing) missing_1.push_back(u + 1);
-  report(m.result,
-         nlohmann::json{{"study", m.study.id},
+  nlohmann::json header{{"study", m.study.id},
                         {"model", m.study.inputs.is_object() ? m.study.inputs.value("model", "") : ""},
                         {"model_fingerprint", m.study.settings.value("model_fingerprint", "")},
-                        {std::string("missing_") + units, missing_1}},
-         csv, json, as_json);
+                        {std::string("missing_") + units, missing_1}};
+  if (m.study.inputs.is_object())  // what the study recorded beside the model (qa-eval: its budgets)
+    for (const auto& [key, value] : m.study.inputs.items())
+      if (!header.contains(key)) header[key] = value;
+  report(m.result, header, csv, json, as_json);
   if (m.missing.empty()) return 0;
   std::fprintf(stderr,
                "kvcompact: merge: %zu of %d %s missing (%s); the table above covers the finished ones "

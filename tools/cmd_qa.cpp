@@ -81,13 +81,14 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--prompt-template", o->prompt_template,
                   "question prompt fed after the article (no BOS); {question} is replaced; articles may carry their own");
   cmd->add_option("--seed", o->seed, "seed of the random baseline");
-  cmd->add_option("--budgets", o->budgets,
+  CLI::Option* budgets_opt = cmd->add_option("--budgets", o->budgets,
                   "per-head budgets: a budgets JSON (kvcompact budget), 'uniform' or 'pyramid'; each ratio is then "
                   "the total ratio, shared by the heads by these proportions");
   cmd->add_option("--max-head-ratio", o->max_head_ratio,
                   "with --budgets: no head keeps more than this fraction of its keys; the excess is water-filled "
                   "over the other heads (default 1 = no cap)");
-  cmd->add_option("--pyramid-beta", o->pyramid_beta, "PyramidKV beta of --budgets pyramid");
+  CLI::Option* beta_opt =
+      cmd->add_option("--pyramid-beta", o->pyramid_beta, "PyramidKV beta of --budgets pyramid (>= 1, default 20)");
   cmd->add_option("--csv", o->csv, "also write the table as CSV to this file");
   cmd->add_flag("--chat", o->chat,
                 "wrap article + question as one user message with the model's chat template (tokenizer_config.json); "
@@ -101,8 +102,11 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
                   "answers) and every row's per-question scores, for running a peer on the same ids "
                   "(scripts/compare_kvpress_qa.py); not with --out");
   add_common_options(cmd, common);
-  return [o, &common] {
+  return [o, &common, budgets_opt, beta_opt] {
     QaEvalOptions opt;
+    if (budgets_opt->count() > 0 && o->budgets.empty())
+      throw Error("--budgets: empty; give a budgets JSON file, uniform or pyramid");
+    if (beta_opt->count() > 0 && o->budgets != "pyramid") throw Error("--pyramid-beta: only with --budgets pyramid");
     const ShardSpec shard = o->shard.empty() ? ShardSpec{} : parse_shard(o->shard);
     if (shard.active() && o->out_dir.empty()) throw Error("--shard: needs --out DIR (the shared study folder)");
     if (!o->tokens_json.empty() && !o->out_dir.empty()) throw Error("--tokens-json: not with --out (run without a study folder)");
@@ -126,7 +130,10 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
       const BudgetSchedule s = schedule_by_name_or_file(o->budgets, model.config.n_layers, model.config.n_kv_heads,
                                                            model.config.sliding_layers(), opt.ratios, o->pyramid_beta);
       opt.budget_proportions = s.proportions();
-      budgets_header = {{"budgets", o->budgets}, {"schedule", s.schedule}, {"max_head_ratio", o->max_head_ratio}};
+      opt.budgets_source = o->budgets == "pyramid" ? fmt::format("pyramid (beta {})", o->pyramid_beta)
+                           : o->budgets == "uniform" ? o->budgets
+                                                     : fmt::format("{} (schedule {})", o->budgets, s.schedule);
+      budgets_header = {{"budgets", opt.budgets_source}, {"max_head_ratio", o->max_head_ratio}};
     }
     if (!o->out_dir.empty()) {
       const UnitShardRun run = run_qa_eval_shard(model, articles, opt, o->out_dir, shard);
@@ -187,9 +194,8 @@ int report_qa_eval(const QaEvalResult& r, nlohmann::json header, const std::vect
   fmt::print("{} articles, {} questions, mean context {:.1f} tokens; reference answers: {} generated, {} reused\n",
              r.articles, r.questions, r.mean_context_tokens, r.answers_generated, r.answers_reused);
   if (header.contains("budgets"))
-    fmt::print("per-head budgets: {} (schedule {}, max head ratio {}); each ratio is the total ratio\n",
-               header["budgets"].get<std::string>(), header["schedule"].get<std::string>(),
-               header["max_head_ratio"].get<double>());
+    fmt::print("per-head budgets: {}, max head ratio {}; each ratio is the total ratio\n",
+               header["budgets"].get<std::string>(), header.value("max_head_ratio", 1.0));
   fmt::print("answer_nll: mean NLL of the full model's greedy answer (nats/token); delta = compacted - full, "
              "mean +- SEM over questions; mc_accuracy: highest-likelihood option == gold\n\n");
   fmt::print("{}", table.to_text());

@@ -24,6 +24,10 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 void check_sizes(int n_layers, int n_kv_heads, const char* what) {
   if (n_layers < 1 || n_kv_heads < 1)
     throw Error(fmt::format("{}: need n_layers >= 1 and n_kv_heads >= 1, got {} and {}", what, n_layers, n_kv_heads));
+  // Real models have at most a few hundred layers and KV heads; a larger grid is a typo.
+  if (n_layers > 4096 || n_kv_heads > 4096)
+    throw Error(fmt::format("{}: {} layers x {} KV heads is beyond any model (at most 4096 each)", what, n_layers,
+                            n_kv_heads));
 }
 
 void check_targets(const std::vector<double>& targets, const char* what) {
@@ -369,13 +373,26 @@ BudgetSchedule budget_schedule_from_paper_json(const nlohmann::json& j, const st
         head_name(l, h) != key)
       throw Error(fmt::format("{}: key \"{}\" is not a head name L<layer>H<kv_head>", source, key));
     if (!value.is_number()) throw Error(fmt::format("{}: {}: expected a number", source, key));
-    s.heads.push_back({l, h, value.get<double>()});
+    if (l > 4096 || h > 4096) throw Error(fmt::format("{}: {}: beyond any model (at most 4096 layers and KV heads)", source, key));
+    const double p = value.get<double>();
+    if (!std::isfinite(p) || p < 0) throw Error(fmt::format("{}: {}: proportion {} must be finite and >= 0", source, key, p));
+    s.heads.push_back({l, h, p});
     s.n_layers = std::max(s.n_layers, l + 1);
     s.n_kv_heads = std::max(s.n_kv_heads, h + 1);
   }
   std::sort(s.heads.begin(), s.heads.end(), [](const HeadBudget& a, const HeadBudget& b) {
     return std::pair(a.layer, a.kv_head) < std::pair(b.layer, b.kv_head);
   });
+  if (s.heads.size() != static_cast<std::size_t>(s.n_layers) * s.n_kv_heads) {
+    std::set<std::pair<int, int>> listed;
+    for (const HeadBudget& h : s.heads) listed.insert({h.layer, h.kv_head});
+    for (int l = 0; l < s.n_layers; ++l)
+      for (int h = 0; h < s.n_kv_heads; ++h)
+        if (!listed.count({l, h}))
+          throw Error(fmt::format("{}: the flat form lists heads up to layer {} and KV head {}, so it must list every "
+                                  "head of that {} x {} grid; {} is missing (or a key names a head the model lacks)",
+                                  source, s.n_layers - 1, s.n_kv_heads - 1, s.n_layers, s.n_kv_heads, head_name(l, h)));
+  }
   double lo = 1;
   for (const HeadBudget& h : s.heads) lo = std::min(lo, h.proportion);
   s.floor = std::clamp(lo * static_cast<double>(s.heads.size()), 0.0, 1.0);
@@ -385,8 +402,7 @@ BudgetSchedule budget_schedule_from_paper_json(const nlohmann::json& j, const st
 
 BudgetSchedule budget_schedule_from_json(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object()) throw Error(fmt::format("{}: expected a JSON object at the top level", source));
-  if (!j.contains("schedule") && !j.empty() && j.begin().key().rfind('L', 0) == 0)
-    return budget_schedule_from_paper_json(j, source);
+  if (!j.contains("schedule")) return budget_schedule_from_paper_json(j, source);
   auto need = [&](const nlohmann::json& obj, const char* key, const std::string& path) -> const nlohmann::json& {
     auto it = obj.find(key);
     if (it == obj.end()) throw Error(fmt::format("{}: {}{}: missing", source, path, key));

@@ -140,8 +140,8 @@ nlohmann::json budget_schedule_to_paper_json(const BudgetSchedule& schedule);
 
 /// The flat form back: every key "L{l}H{h}" with a number; n_layers / n_kv_heads are the largest
 /// indices + 1, schedule "paper", targets [1] (the form carries none), floor min_h p_h * H. A head
-/// missing from the grid is an Error naming it (as validate). Called by budget_schedule_from_json
-/// for an object without a "schedule" key.
+/// missing from the grid, a negative or non-finite proportion, or a key that is not "L<l>H<h>" is an
+/// Error naming it. Called by budget_schedule_from_json for an object without a "schedule" key.
 BudgetSchedule budget_schedule_from_paper_json(const nlohmann::json& j, const std::string& source);
 
 /// Writes the JSON form atomically. Throws Error naming the path.

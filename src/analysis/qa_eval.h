@@ -37,6 +37,8 @@ struct QaEvalOptions {
   /// With budget_proportions: no head keeps more than max(1, floor(max_head_ratio * T)) keys, the
   /// excess water-filled over the others; in (0, 1].
   double max_head_ratio = 1.0;
+  /// What the budgets came from, for reports ("pyramid (beta 20)", "FILE (schedule optimized)").
+  std::string budgets_source;
   /// With a chat template (--chat): article + question prompt form one user message rendered with
   /// the generation prompt; the rendered text up to the article's end is the context, the rest the
   /// prompt (see tokenize_qa_article). nullptr: plain article + prompt.

@@ -97,6 +97,10 @@ UnitStudy make_qa_eval_study(const Model& model, const std::vector<QaArticle>& a
   }
   UnitStudy study = make_unit_study(study_kind("qa-eval"), settings, std::move(names), std::move(hashes));
   study.inputs = {{"model", model.path}};  // for the merged result's header (paths may differ between nodes)
+  if (!options.budget_proportions.empty()) {
+    study.inputs["budgets"] = options.budgets_source.empty() ? std::string("per-head proportions") : options.budgets_source;
+    study.inputs["max_head_ratio"] = options.max_head_ratio;
+  }
   return study;
 }
 
