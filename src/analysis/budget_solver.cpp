@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cmath>
 #include <fstream>
@@ -367,10 +368,20 @@ BudgetSchedule budget_schedule_from_paper_json(const nlohmann::json& j, const st
   s.schedule = "paper";
   s.targets = {1.0};
   for (const auto& [key, value] : j.items()) {
+    // "L<l>H<h>" with canonical decimal indices (from_chars: no overflow, no sign, no spaces).
     int l = -1, h = -1;
-    std::size_t used = 0;
-    if (std::sscanf(key.c_str(), "L%dH%d%zn", &l, &h, &used) != 2 || used != key.size() || l < 0 || h < 0 ||
-        head_name(l, h) != key)
+    const char* const end = key.data() + key.size();
+    const char* at = key.data();
+    bool ok = at != end && *at++ == 'L';
+    if (ok) {
+      const auto r = std::from_chars(at, end, l);
+      ok = r.ec == std::errc() && r.ptr != end && *r.ptr == 'H';
+      if (ok) {
+        const auto r2 = std::from_chars(r.ptr + 1, end, h);
+        ok = r2.ec == std::errc() && r2.ptr == end;
+      }
+    }
+    if (!ok || l < 0 || h < 0 || head_name(l, h) != key)
       throw Error(fmt::format("{}: key \"{}\" is not a head name L<layer>H<kv_head>", source, key));
     if (!value.is_number()) throw Error(fmt::format("{}: {}: expected a number", source, key));
     if (l > 4096 || h > 4096) throw Error(fmt::format("{}: {}: beyond any model (at most 4096 layers and KV heads)", source, key));
