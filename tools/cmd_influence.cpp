@@ -154,10 +154,10 @@ Runner register_budget(CLI::App& app, CommonOptions& common) {
   auto* cmd = app.add_subcommand("budget", "per-head KV budgets from influence curves (or uniform / pyramid)");
   cmd->add_option("--curves", o->curves, "influence output folder or its influence.json");
   cmd->add_option("--targets", o->targets, "total keep ratios the proportions must serve");
-  cmd->add_option("--schedule", o->schedule, "optimized, uniform or pyramid");
+  cmd->add_option("--schedule", o->schedule, "optimized (default; needs --curves), uniform or pyramid");
   cmd->add_option("--floor", o->floor, "each head keeps at least floor/H of the budget (0 allows empty heads)");
   cmd->add_option("--units", o->units, "solver resolution: proportions are multiples of 1/(H*units)");
-  cmd->add_option("--pyramid-beta", o->pyramid_beta, "pyramid: bottom/top share parameter (PyramidKV beta)");
+  cmd->add_option("--pyramid-beta", o->pyramid_beta, "pyramid: bottom/top share parameter (PyramidKV beta, >= 1, default 20)");
   cmd->add_option("--layers", o->n_layers, "uniform/pyramid without curves: number of layers");
   cmd->add_option("--kv-heads", o->n_kv_heads, "uniform/pyramid without curves: KV heads per layer");
   cmd->add_option("-o,--out", o->out, "budgets JSON file")->required();
