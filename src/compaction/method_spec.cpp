@@ -186,7 +186,10 @@ std::string method_help() {
   auto indent = [](const std::string& text, std::size_t col) {
     std::string r;
     for (const std::string& line : split(text, '\n')) {
-      if (!r.empty()) r += "\n" + std::string(col, ' ');
+      if (!r.empty()) {  // two appends: GCC 12's -Wrestrict misfires on "\n" + std::string&&
+        r += '\n';
+        r.append(col, ' ');
+      }
       r += line;
     }
     return r;
