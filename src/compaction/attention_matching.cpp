@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "compaction/baselines.h"
+#include "compaction/least_squares.h"
 #include "compaction/omp_selection.h"
 #include "core/error.h"
 #include "ops/vexp.h"
@@ -256,10 +257,7 @@ void AttentionMatcher::share_gram(int max_t) {
   std::sort(keys.begin(), keys.end());
   const std::vector<double> E = exp_scores(selected_logits_f32(in_, keys), m);
   const int n = in_.n_queries, M = static_cast<int>(m);
-  gram_.assign(m * m, 0.0);
-  cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, M, n, 1.0, E.data(), M, 0.0, gram_.data(), M);
-  for (std::size_t i = 0; i < m; ++i)
-    for (std::size_t j = 0; j < i; ++j) gram_[i * m + j] = gram_[j * m + i];
+  gram_ = gram_matrix(E.data(), n, M);
   gram_b_.assign(m, 0.0);
   cblas_dgemv(CblasRowMajor, CblasTrans, n, M, 1.0, E.data(), M, mass_target_.data(), 1, 0.0, gram_b_.data(), 1);
   gram_pos_.assign(static_cast<std::size_t>(prefix_), -1);

@@ -44,6 +44,16 @@ bool solve_by_qr(std::vector<double>& a, lapack_int m, lapack_int n, std::vector
 
 }  // namespace
 
+std::vector<double> gram_matrix(const double* A, int rows, int cols) {
+  const std::size_t C = static_cast<std::size_t>(std::max(cols, 0));
+  std::vector<double> G(C * C, 0.0);
+  if (rows <= 0 || cols <= 0) return G;
+  cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, cols, rows, 1.0, A, cols, 0.0, G.data(), cols);
+  for (std::size_t i = 0; i < C; ++i)
+    for (std::size_t j = 0; j < i; ++j) G[i * C + j] = G[j * C + i];
+  return G;
+}
+
 void check_finite_matrix(const double* M, int rows, int cols, const char* what) {
   if (rows < 0 || cols < 0)
     throw Error(fmt::format("{}: negative size ({} x {})", what, rows, cols));

@@ -10,6 +10,10 @@ namespace kvcompact {
 /// row-major index) unless M: [rows, cols] has non-negative sizes and only finite entries.
 void check_finite_matrix(const double* M, int rows, int cols, const char* what);
 
+/// G = A^T A [cols, cols] of A [rows, cols] row-major, by cblas_dsyrk with both triangles filled;
+/// all zeros when rows or cols is 0. Does not check the entries (callers do).
+std::vector<double> gram_matrix(const double* A, int rows, int cols);
+
 /// Solves min_X ||A X - B||_F in double precision with LAPACK dgelsd (SVD-based; among all
 /// minimisers it returns the one of minimum Frobenius norm, so under-determined and rank-deficient
 /// systems are handled). Singular values below rcond * sigma_max count as zero (rcond < 0: machine

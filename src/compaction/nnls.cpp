@@ -15,17 +15,6 @@
 namespace kvcompact {
 namespace {
 
-// G = M^T M, [cols, cols] row-major, both triangles filled.
-std::vector<double> gram(const double* M, int rows, int cols) {
-  const std::size_t C = static_cast<std::size_t>(cols);
-  std::vector<double> G(C * C, 0.0);
-  if (rows == 0 || cols == 0) return G;
-  cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, cols, rows, 1.0, M, cols, 0.0, G.data(), cols);
-  for (std::size_t i = 0; i < C; ++i)
-    for (std::size_t j = 0; j < i; ++j) G[i * C + j] = G[j * C + i];
-  return G;
-}
-
 // Largest eigenvalue of the symmetric positive semi-definite matrix G [n, n] (row-major) by power
 // iteration with the Rayleigh quotient, which for symmetric G converges from below with error
 // O((l2/l1)^(2k)) and is exact when the top eigenvalue is repeated. Plain loops: O(n^2) per step,
@@ -63,7 +52,7 @@ double largest_eigenvalue(const std::vector<double>& G, int n) {
 
 double spectral_norm_squared(const double* M, int rows, int cols) {
   check_finite_matrix(M, rows, cols, "spectral norm");
-  return largest_eigenvalue(gram(M, rows, cols), cols);
+  return largest_eigenvalue(gram_matrix(M, rows, cols), cols);
 }
 
 namespace {
@@ -116,7 +105,7 @@ std::vector<double> bounded_nnls(const double* M, int rows, int cols, const doub
   if (cols == 0) return {};
   // G = M^T M and b = M^T z: the projected gradient's G w - b, and the normal equations of the
   // unconstrained start when G is well conditioned (else dgelsd / QR on M itself).
-  const std::vector<double> G = gram_in != nullptr ? std::vector<double>(gram_in, gram_in + C * C) : gram(M, rows, cols);
+  const std::vector<double> G = gram_in != nullptr ? std::vector<double>(gram_in, gram_in + C * C) : gram_matrix(M, rows, cols);
   std::vector<double> b(C, 0.0);
   if (mtz != nullptr)
     b.assign(mtz, mtz + C);

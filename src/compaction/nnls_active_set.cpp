@@ -171,13 +171,9 @@ std::vector<double> nnls_active_set(const double* M, int rows, int cols, const d
   const std::size_t R = static_cast<std::size_t>(rows), C = static_cast<std::size_t>(cols);
   check_finite(M, R * C, "matrix");
   check_finite(z, R, "target");
-  std::vector<double> G(C * C, 0.0), b(C, 0.0);
-  if (rows > 0 && cols > 0) {
-    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, cols, rows, 1.0, M, cols, 0.0, G.data(), cols);
-    for (std::size_t i = 0; i < C; ++i)
-      for (std::size_t j = 0; j < i; ++j) G[i * C + j] = G[j * C + i];
-    cblas_dgemv(CblasRowMajor, CblasTrans, rows, cols, 1.0, M, cols, z, 1, 0.0, b.data(), 1);
-  }
+  const std::vector<double> G = gram_matrix(M, rows, cols);
+  std::vector<double> b(C, 0.0);
+  if (rows > 0 && cols > 0) cblas_dgemv(CblasRowMajor, CblasTrans, rows, cols, 1.0, M, cols, z, 1, 0.0, b.data(), 1);
   return nnls_active_set_gram(G.data(), b.data(), cols, std::vector<double>(C, 1.0), options);
 }
 

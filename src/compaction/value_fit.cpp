@@ -62,10 +62,8 @@ std::vector<double> fit_values(const double* P, int n, int t, const double* Y, i
         const std::size_t T2 = static_cast<std::size_t>(t), D2 = static_cast<std::size_t>(d);
         check_finite_matrix(P, n, t, "C2 fit: P");
         check_finite_matrix(Y, n, d, "C2 fit: target");
-        std::vector<double> G(T2 * T2, 0.0), PtY(T2 * D2, 0.0);
-        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, t, n, 1.0, P, t, 0.0, G.data(), t);
-        for (std::size_t i = 0; i < T2; ++i)
-          for (std::size_t j = 0; j < i; ++j) G[i * T2 + j] = G[j * T2 + i];
+        const std::vector<double> G = gram_matrix(P, n, t);
+        std::vector<double> PtY(T2 * D2, 0.0);
         cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, d, n, 1.0, P, t, Y, d, 0.0, PtY.data(), d);
         NormalEquationsRefinement refine{P, n, Y};
         if (auto X = solve_normal_equations(G.data(), t, PtY.data(), d, 1e-10, &refine)) return std::move(*X);
@@ -83,12 +81,8 @@ std::vector<double> fit_values(const double* P, int n, int t, const double* Y, i
   if (t == 0 || d == 0 || n == 0) return C2;
   if (lam > 0.0) {
     // A = P^T P + lam I [t, t], B = P^T Y [t, d].
-    std::vector<double> A(Tt * Tt, 0.0);
-    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, t, n, 1.0, P, t, 0.0, A.data(), t);
-    for (std::size_t i = 0; i < Tt; ++i) {
-      A[i * Tt + i] += lam;
-      for (std::size_t j = 0; j < i; ++j) A[i * Tt + j] = A[j * Tt + i];
-    }
+    std::vector<double> A = gram_matrix(P, n, t);
+    for (std::size_t i = 0; i < Tt; ++i) A[i * Tt + i] += lam;
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, d, n, 1.0, P, t, Y, d, 0.0, C2.data(), d);
     const lapack_int info = LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', t, d, A.data(), t, C2.data(), d);
     bool ok = info == 0;
