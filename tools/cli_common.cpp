@@ -55,6 +55,11 @@ std::vector<std::string> split_list(const std::string& text, const std::string& 
   return out;
 }
 
+void check_max_head_ratio(double ratio, bool with_budgets) {
+  if (ratio != 1.0 && !with_budgets) throw Error("--max-head-ratio: only with --budgets");
+  if (!(ratio > 0 && ratio <= 1)) throw Error(fmt::format("--max-head-ratio: {} is outside (0, 1]", ratio));
+}
+
 CLI::Validator positive_number() {
   return CLI::Validator(
       [](std::string& v) -> std::string {

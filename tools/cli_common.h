@@ -44,6 +44,10 @@ void warn_past_max_seq_len(long long positions, int max_seq_len);
 std::vector<std::string> split_list(const std::string& text, const std::string& option = "");
 
 /// CLI11 checks with one-line messages ("--docs: must be a positive number, got '0'").
+/// --max-head-ratio of the per-head budget options: only with --budgets (when it is not 1) and in
+/// (0, 1]. Throws Error("--max-head-ratio: ...").
+void check_max_head_ratio(double ratio, bool with_budgets);
+
 CLI::Validator positive_number();
 CLI::Validator non_negative_number();
 

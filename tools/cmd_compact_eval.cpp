@@ -132,12 +132,8 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
           read_budget_schedule_for(o->budgets, model.config.n_layers, model.config.n_kv_heads, model.config.sliding_layers());
       opt.budget_proportions = s.proportions();
     }
-    if (o->max_head_ratio != 1.0) {
-      if (o->budgets.empty()) throw Error("--max-head-ratio: only with --budgets");
-      if (!(o->max_head_ratio > 0 && o->max_head_ratio <= 1))
-        throw Error(fmt::format("--max-head-ratio: {} is outside (0, 1]", o->max_head_ratio));
-      opt.max_head_ratio = o->max_head_ratio;
-    }
+    check_max_head_ratio(o->max_head_ratio, !o->budgets.empty());
+    opt.max_head_ratio = o->max_head_ratio;
     check_chunk_size(o->chunk);
     opt.chunk_size = o->chunk;
     opt.context_tokens = o->context_tokens;

@@ -119,9 +119,7 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
     opt.prompt_template = o->prompt_template;
     opt.seed = o->seed;
     if (o->chat) opt.chat = find_chat_template(o->m.model, o->m.tokenizer);
-    if (o->max_head_ratio != 1.0 && o->budgets.empty()) throw Error("--max-head-ratio: only with --budgets");
-    if (!(o->max_head_ratio > 0 && o->max_head_ratio <= 1))
-      throw Error(fmt::format("--max-head-ratio: {} is outside (0, 1]", o->max_head_ratio));
+    check_max_head_ratio(o->max_head_ratio, !o->budgets.empty());
     opt.max_head_ratio = o->max_head_ratio;
     const std::vector<QaArticle> articles = read_qa_jsonl(o->data);
     Model model = load_model(o->m.model, o->m.tokenizer);
