@@ -97,7 +97,10 @@ TEST_F(InfluenceQaTest, QaSpansPrefixReuseMatchesPlainAndBaselineIsExactlyZero) 
   for (std::size_t h = 0; h < 3; ++h) {
     EXPECT_EQ(a.delta[h][1], 0.0);
     for (std::size_t i = 0; i < 4; ++i) {
-      EXPECT_NEAR(a.delta[h][i], b.delta[h][i], 1e-6) << h << " " << i;
+      // The points run batched (forward_batch: one GEMM over every point's rows), the baseline
+      // and the captured layer inputs alone, so the two sweeps add rows in other orders: float32
+      // rounding, 1.5e-6 seen here against deltas of 1e-4 to 1e-1.
+      EXPECT_NEAR(a.delta[h][i], b.delta[h][i], 1e-5) << h << " " << i;
       any |= std::fabs(a.delta[h][i]) > 1e-4;
     }
   }

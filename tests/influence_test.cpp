@@ -55,7 +55,8 @@ TEST_F(InfluenceTest, PrefixReuseMatchesPlainRecomputationAndBaselineIsExactlyZe
     EXPECT_EQ(a.delta[h][1], 0.0) << "baseline point, head " << h;
     EXPECT_EQ(b.delta[h][1], 0.0) << "baseline point, head " << h;
     for (std::size_t i = 0; i < 4; ++i) {
-      EXPECT_NEAR(a.delta[h][i], b.delta[h][i], 1e-6) << "head " << h << " point " << i;
+      // Batched points vs the baseline run alone: float32 summation order only (see influence_qa_test).
+      EXPECT_NEAR(a.delta[h][i], b.delta[h][i], 1e-5) << "head " << h << " point " << i;
       any_nonzero |= std::fabs(a.delta[h][i]) > 1e-4;
     }
   }

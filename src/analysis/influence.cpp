@@ -218,6 +218,68 @@ DocumentInfluence sweep_context(
   out.baseline_nll = eval(base, 0, &capture, nullptr);
   const double forward_s = seconds_since(t_forward);  // a full forward of the evaluated tokens
 
+  // The points of a head's grid are evaluated in batches (Transformer::forward_batch): every
+  // (point, span) pair is one sequence on its own copy of the baseline cache, in which only the
+  // swept head differs, so each projection runs once over all their rows instead of once per
+  // span and point. Batch size: up to 2,048 fed rows and 256 MiB of logits.
+  int fed_rows = 0, logit_rows = 0;
+  for (std::size_t s = 0; s < spans.size(); ++s) {
+    fed_rows += static_cast<int>(fed[s].tokens.size());
+    logit_rows += static_cast<int>(spans[s].scored.size());
+  }
+  const long logit_cap = (256L << 20) / (4L * V);
+  const int batch_points = std::clamp(
+      std::min(2048 / std::max(fed_rows, 1), static_cast<int>(logit_cap / std::max(logit_rows, 1))), 1,
+      std::max(1, static_cast<int>(options.grid.size())));
+  std::vector<KVCache> pool(static_cast<std::size_t>(batch_points) * spans.size(), base);
+  // Mean over spans of each span's mean NLL, for the first `points` entries of the pool (point p
+  // owns pool[p * spans .. p * spans + spans - 1]), resuming at first_layer from the captured inputs.
+  auto eval_points = [&](std::size_t points, int first_layer) {
+    std::vector<BatchSequence> seqs;
+    std::vector<std::size_t> owner;  // (point, span) index of each sequence
+    std::vector<CacheMark> marks;
+    for (std::size_t p = 0; p < points; ++p)
+      for (std::size_t s = 0; s < spans.size(); ++s) {
+        const Fed& f = fed[s];
+        if (f.tokens.empty()) continue;
+        KVCache& cache = pool[p * spans.size() + s];
+        marks.push_back(cache.mark());
+        BatchSequence b;
+        b.tokens = f.tokens;
+        b.cache = &cache;
+        if (first_layer > 0) b.layer_input = capture[s].x[static_cast<std::size_t>(first_layer)].data();
+        const int row0 = std::max(f.first_row, 0);
+        const std::size_t n_targets = spans[s].scored.size() - (f.first_row < 0 ? 1 : 0);
+        for (std::size_t i = 0; i < n_targets; ++i) b.logit_rows.push_back(row0 + static_cast<int>(i));
+        seqs.push_back(std::move(b));
+        owner.push_back(p * spans.size() + s);
+      }
+    std::vector<float> logits;
+    if (!seqs.empty()) logits = tr.forward_batch(seqs, first_layer);
+    for (std::size_t i = 0; i < seqs.size(); ++i) seqs[i].cache->rollback(marks[i]);
+    std::vector<double> sum(points, 0.0);
+    std::size_t offset = 0, next = 0;
+    for (std::size_t p = 0; p < points; ++p)
+      for (std::size_t s = 0; s < spans.size(); ++s) {
+        const EvalSpan& sp = spans[s];
+        const Fed& f = fed[s];
+        double total = 0;
+        std::span<const int> targets(sp.scored);
+        if (f.first_row < 0) {
+          total += f.context_nll;
+          targets = targets.subspan(1);
+        }
+        if (next < owner.size() && owner[next] == p * spans.size() + s) {
+          total += sequence_nll(std::span<const float>(logits).subspan(offset * V, targets.size() * V), V, targets);
+          offset += targets.size();
+          ++next;
+        }
+        sum[p] += total / static_cast<double>(sp.scored.size());
+      }
+    for (double& v : sum) v /= static_cast<double>(spans.size());
+    return sum;
+  };
+
   for (std::size_t k = 0; k < heads.size(); ++k) {
     const HeadId& head = heads[k];
     if (done != nullptr) {
@@ -234,25 +296,41 @@ DocumentInfluence sweep_context(
     HeadCompactor& hc = *compactor[static_cast<std::size_t>(head.layer) * H + head.kv_head];
     const HeadCache& src = pre.cache.head(head.layer, head.kv_head);
     std::vector<double> delta;
-    HeadCache& slot = base.head(head.layer, head.kv_head);
-    const HeadCache baseline_head = slot;  // put back after the head's grid
     double compact_s = 0;  // of the head's time: recompacting it at each ratio (the rest: forwards)
     const auto t_share = std::chrono::steady_clock::now();
     hc.begin_sweep(grid_max_t);
     compact_s += seconds_since(t_share);
-    for (double r : options.grid) {
+    const int first_layer = options.reuse_prefix ? head.layer : 0;
+    // A point whose compacted head is the baseline head itself (the baseline ratio) has the
+    // baseline cache, so its delta is exactly 0 and it is not evaluated.
+    const HeadCache& baseline_head = base.head(head.layer, head.kv_head);
+    delta.assign(options.grid.size(), 0.0);
+    std::vector<std::size_t> todo;  // grid indices of the points in the current batch
+    auto flush = [&] {
+      if (todo.empty()) return;
+      const std::vector<double> nll = eval_points(todo.size(), first_layer);
+      for (std::size_t i = 0; i < todo.size(); ++i) {
+        if (!std::isfinite(nll[i]))
+          throw Error(fmt::format("document {}: head {} at ratio {} gave a non-finite NLL", document + 1,
+                                  head_name(head.layer, head.kv_head), options.grid[todo[i]]));
+        delta[todo[i]] = nll[i] - out.baseline_nll;
+      }
+      todo.clear();
+    };
+    for (std::size_t g = 0; g < options.grid.size(); ++g) {
       const auto t_compact = std::chrono::steady_clock::now();
-      slot = to_head_cache(hc.compact(kept_entries(r, T)), src);
+      HeadCache compacted = to_head_cache(hc.compact(kept_entries(options.grid[g], T)), src);
       compact_s += seconds_since(t_compact);
-      const double nll = options.reuse_prefix ? eval(base, head.layer, nullptr, &capture)
-                                              : eval(base, 0, nullptr, nullptr);
-      if (!std::isfinite(nll))
-        throw Error(fmt::format("document {}: head {} at ratio {} gave a non-finite NLL", document + 1,
-                                head_name(head.layer, head.kv_head), r));
-      delta.push_back(nll - out.baseline_nll);
+      if (compacted.keys == baseline_head.keys && compacted.values == baseline_head.values &&
+          compacted.beta == baseline_head.beta && compacted.positions == baseline_head.positions)
+        continue;
+      for (std::size_t s = 0; s < spans.size(); ++s) pool[todo.size() * spans.size() + s].head(head.layer, head.kv_head) = compacted;
+      todo.push_back(g);
+      if (static_cast<int>(todo.size()) == batch_points) flush();
     }
+    flush();
+    for (KVCache& pc : pool) pc.head(head.layer, head.kv_head) = base.head(head.layer, head.kv_head);
     hc.end_sweep();
-    slot = baseline_head;
     out.heads.push_back(head);
     out.delta.push_back(std::move(delta));
     out.seconds = seconds_since(t_start);

@@ -137,35 +137,82 @@ KVCache Transformer::make_cache() const {
 
 std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& cache,
                                         const ForwardOptions& options) const {
-  const ModelConfig& c = config_;
+  if (tokens.empty()) throw Error("forward: empty token list");
   const int n = static_cast<int>(tokens.size());
-  if (n == 0) throw Error("forward: empty token list");
-  for (int i = 0; i < n; ++i)
-    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
-      throw Error(fmt::format("forward: token id {} (at index {}) is outside the vocabulary of {}",
-                              tokens[i], i, c.vocab_size));
-  if (cache.n_layers() != c.n_layers || cache.n_kv_heads() != c.n_kv_heads ||
-      cache.head_dim() != c.head_dim)
-    throw Error(fmt::format(
-        "forward: KV cache is {} layers x {} KV heads x head_dim {}, model needs {} x {} x {}",
-        cache.n_layers(), cache.n_kv_heads(), cache.head_dim(), c.n_layers, c.n_kv_heads,
-        c.head_dim));
-  if (cache.next_position < 0)
-    throw Error(fmt::format("forward: KV cache next_position {} is negative", cache.next_position));
+  if (options.first_layer > 0 && options.layer_input == nullptr)
+    throw Error(fmt::format("forward: first_layer {} needs layer_input and must be in [0, {}]", options.first_layer,
+                            config_.n_layers));
+  BatchSequence seq{tokens, &cache, options.layer_input, {}};
+  switch (options.logits) {
+    case LogitsMode::None: break;
+    case LogitsMode::Last: seq.logit_rows.push_back(n - 1); break;
+    case LogitsMode::All:
+      seq.logit_rows.resize(static_cast<std::size_t>(n));
+      for (int i = 0; i < n; ++i) seq.logit_rows[static_cast<std::size_t>(i)] = i;
+      break;
+    case LogitsMode::Rows: seq.logit_rows = options.logit_rows; break;
+  }
+  return run(std::span<const BatchSequence>(&seq, 1), options);
+}
+
+std::vector<float> Transformer::forward_batch(std::span<const BatchSequence> sequences, int first_layer) const {
+  if (sequences.empty()) throw Error("forward_batch: no sequences");
+  for (std::size_t s = 0; s < sequences.size(); ++s) {
+    if (sequences[s].tokens.empty()) throw Error(fmt::format("forward_batch: sequence {} has no tokens", s));
+    if (sequences[s].cache == nullptr) throw Error(fmt::format("forward_batch: sequence {} has no cache", s));
+    if (first_layer > 0 && sequences[s].layer_input == nullptr)
+      throw Error(fmt::format("forward_batch: sequence {} has no layer_input for first_layer {}", s, first_layer));
+    for (std::size_t r = 0; r < s; ++r)
+      if (sequences[r].cache == sequences[s].cache)
+        throw Error(fmt::format("forward_batch: sequences {} and {} share one KV cache", r, s));
+  }
+  ForwardOptions o;
+  o.first_layer = first_layer;
+  return run(sequences, o);
+}
+
+std::vector<float> Transformer::run(std::span<const BatchSequence> seqs, const ForwardOptions& options) const {
+  const ModelConfig& c = config_;
   const int hd = c.head_dim;
-  for (int l = 0; l < c.n_layers; ++l)
-    for (int g = 0; g < c.n_kv_heads; ++g) {
-      const HeadCache& h = cache.head(l, g);
-      const std::size_t len = h.length();
-      if (h.keys.size() != len * hd || h.values.size() != len * hd || h.positions.size() != len)
-        throw Error(fmt::format(
-            "forward: KV cache head L{}H{} is inconsistent ({} beta, {} key floats, {} value "
-            "floats, {} positions, head_dim {})",
-            l, g, len, h.keys.size(), h.values.size(), h.positions.size(), hd));
-    }
+  const std::size_t S = seqs.size();
+  if (S > 1 && (options.observer != nullptr || options.end_layer >= 0 || options.hidden_out != nullptr))
+    throw Error("forward_batch: observers, end_layer and hidden_out need a single sequence");
+  // Row offsets of the sequences in the stacked activations.
+  std::vector<int> row0(S + 1, 0);
+  for (std::size_t s = 0; s < S; ++s) row0[s + 1] = row0[s] + static_cast<int>(seqs[s].tokens.size());
+  const int n = row0[S];
+  std::size_t n_logit_rows = 0;
+  for (std::size_t s = 0; s < S; ++s) {
+    const BatchSequence& sq = seqs[s];
+    const int ns = static_cast<int>(sq.tokens.size());
+    for (int i = 0; i < ns; ++i)
+      if (sq.tokens[i] < 0 || sq.tokens[i] >= c.vocab_size)
+        throw Error(fmt::format("forward: token id {} (at index {}) is outside the vocabulary of {}",
+                                sq.tokens[i], i, c.vocab_size));
+    for (int r : sq.logit_rows)
+      if (r < 0 || r >= ns) throw Error(fmt::format("forward: logit row {} outside the {} new tokens", r, ns));
+    n_logit_rows += sq.logit_rows.size();
+    const KVCache& cache = *sq.cache;
+    if (cache.n_layers() != c.n_layers || cache.n_kv_heads() != c.n_kv_heads || cache.head_dim() != c.head_dim)
+      throw Error(fmt::format(
+          "forward: KV cache is {} layers x {} KV heads x head_dim {}, model needs {} x {} x {}",
+          cache.n_layers(), cache.n_kv_heads(), cache.head_dim(), c.n_layers, c.n_kv_heads,
+          c.head_dim));
+    if (cache.next_position < 0)
+      throw Error(fmt::format("forward: KV cache next_position {} is negative", cache.next_position));
+    for (int l = 0; l < c.n_layers; ++l)
+      for (int g = 0; g < c.n_kv_heads; ++g) {
+        const HeadCache& h = cache.head(l, g);
+        const std::size_t len = h.length();
+        if (h.keys.size() != len * hd || h.values.size() != len * hd || h.positions.size() != len)
+          throw Error(fmt::format(
+              "forward: KV cache head L{}H{} is inconsistent ({} beta, {} key floats, {} value "
+              "floats, {} positions, head_dim {})",
+              l, g, len, h.keys.size(), h.values.size(), h.positions.size(), hd));
+      }
+  }
 
   const int dim = c.dim, hid = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim();
-  const int first_pos = cache.next_position;
   const std::size_t N = n;
 
   const Backend& be = backend_;
@@ -192,42 +239,50 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
         *v = ws.v.data(), *att = ws.att.data(), *proj = ws.proj.data(), *hb = ws.hb.data(),
         *hb2 = ws.hb2.data();
 
-  if (options.first_layer < 0 || options.first_layer > c.n_layers ||
-      (options.first_layer > 0 && options.layer_input == nullptr))
+  if (options.first_layer < 0 || options.first_layer > c.n_layers)
     throw Error(fmt::format("forward: first_layer {} needs layer_input and must be in [0, {}]",
                             options.first_layer, c.n_layers));
   const int end_layer = options.end_layer < 0 ? c.n_layers : options.end_layer;
   if (end_layer < options.first_layer || end_layer > c.n_layers)
     throw Error(fmt::format("forward: end_layer {} must be in [first_layer {}, {}]", options.end_layer,
                             options.first_layer, c.n_layers));
-  if (end_layer < c.n_layers && options.logits != LogitsMode::None)
+  if (end_layer < c.n_layers && n_logit_rows > 0)
     throw Error(fmt::format("forward: end_layer {} stops before the last layer; logits need every layer", end_layer));
-  if (options.layer_input != nullptr) {
-    std::copy(options.layer_input, options.layer_input + N * dim, x);
-  } else {
-    for (int i = 0; i < n; ++i)
-      be.weight_row(weights_.token_embedding, tokens[i], dim, x + static_cast<std::size_t>(i) * dim);
-    if (c.embedding_scale != 1.0f)
-      for (std::size_t i = 0; i < N * dim; ++i) x[i] *= c.embedding_scale;
+  for (std::size_t s = 0; s < S; ++s) {
+    const BatchSequence& sq = seqs[s];
+    float* xs = x + static_cast<std::size_t>(row0[s]) * dim;
+    const std::size_t ns = sq.tokens.size();
+    if (options.first_layer > 0) {
+      std::copy(sq.layer_input, sq.layer_input + ns * dim, xs);
+    } else {
+      for (std::size_t i = 0; i < ns; ++i) be.weight_row(weights_.token_embedding, sq.tokens[i], dim, xs + i * dim);
+      if (c.embedding_scale != 1.0f)
+        for (std::size_t i = 0; i < ns * dim; ++i) xs[i] *= c.embedding_scale;
+    }
   }
-  // cos/sin of every RoPE group (distinct per-layer RoPE) at positions first_pos .. first_pos+n-1
+  // cos/sin of every RoPE group (distinct per-layer RoPE) at each row's position: a sequence's
+  // rows sit at cache->next_position, next_position + 1, ...
   const int half = hd / 2;
   for (std::size_t g = 0; g < n_groups; ++g) {
     const float* inv = rope_inv_freq_[g].data();
     const float af = rope_factor_[g];
     float *co = ws.cos[g].data(), *si = ws.sin[g].data();
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < half; ++j) {
-        const float val = static_cast<float>(first_pos + i) * inv[j];
-        co[static_cast<std::size_t>(i) * half + j] = std::cos(val) * af;
-        si[static_cast<std::size_t>(i) * half + j] = std::sin(val) * af;
-      }
+    for (std::size_t s = 0; s < S; ++s) {
+      const int first_pos = seqs[s].cache->next_position;
+      for (int i = row0[s]; i < row0[s + 1]; ++i)
+        for (int j = 0; j < half; ++j) {
+          const float val = static_cast<float>(first_pos + (i - row0[s])) * inv[j];
+          co[static_cast<std::size_t>(i) * half + j] = std::cos(val) * af;
+          si[static_cast<std::size_t>(i) * half + j] = std::sin(val) * af;
+        }
+    }
   }
 
   // The cache records each layer's window (caches read from .kvc files or built by hand get it
   // here), so that compaction can tell sliding layers apart.
-  for (int l = 0; l < c.n_layers; ++l)
-    if (cache.layer_window(l) != c.layer(l).window) cache.set_layer_window(l, c.layer(l).window);
+  for (std::size_t s = 0; s < S; ++s)
+    for (int l = 0; l < c.n_layers; ++l)
+      if (seqs[s].cache->layer_window(l) != c.layer(l).window) seqs[s].cache->set_layer_window(l, c.layer(l).window);
 
   for (int l = options.first_layer; l < end_layer; ++l) {
     const LayerWeights& w = weights_.layers[l];
@@ -256,34 +311,42 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
       if (m != 1.0f)
         for (std::size_t i = 0; i < N * qd; ++i) q[i] *= m;
     }
-    if (options.observer)
-      options.observer->on_queries(QueryView{l, first_pos, HeadRows<const float>{q, n, c.n_heads, hd}});
-
-    for (int g = 0; g < c.n_kv_heads; ++g) {
-      HeadCache& h = cache.head(l, g);
-      const std::size_t len = h.length();
-      // Room for the new rows: exact for the first append (a prefill), then 25% + 16 rows more
-      // than needed, so that token-by-token decoding does not copy the whole head every step
-      // (reserve() allocates exactly what it is asked for).
-      const std::size_t rows = len == 0 ? N : std::max(len + N, len + len / 4 + 16);
-      if (h.positions.capacity() < len + N) {
-        h.keys.reserve(rows * hd);
-        h.values.reserve(rows * hd);
-        h.beta.reserve(rows);
-        h.positions.reserve(rows);
+    for (std::size_t s = 0; s < S; ++s) {
+      KVCache& cache = *seqs[s].cache;
+      const int first_pos = cache.next_position;
+      const int ns = row0[s + 1] - row0[s];
+      const std::size_t r0 = static_cast<std::size_t>(row0[s]);
+      float* qs = q + r0 * qd;
+      float* atts = att + r0 * qd;
+      if (options.observer)
+        options.observer->on_queries(QueryView{l, first_pos, HeadRows<const float>{qs, ns, c.n_heads, hd}});
+      for (int g = 0; g < c.n_kv_heads; ++g) {
+        HeadCache& h = cache.head(l, g);
+        const std::size_t len = h.length();
+        // Room for the new rows: exact for the first append (a prefill), then 25% + 16 rows more
+        // than needed, so that token-by-token decoding does not copy the whole head every step
+        // (reserve() allocates exactly what it is asked for).
+        const std::size_t nn = static_cast<std::size_t>(ns);
+        const std::size_t rows = len == 0 ? nn : std::max(len + nn, len + len / 4 + 16);
+        if (h.positions.capacity() < len + nn) {
+          h.keys.reserve(rows * hd);
+          h.values.reserve(rows * hd);
+          h.beta.reserve(rows);
+          h.positions.reserve(rows);
+        }
+        for (int i = 0; i < ns; ++i) {
+          const std::size_t off = (r0 + static_cast<std::size_t>(i)) * kvd + static_cast<std::size_t>(g) * hd;
+          h.append(k + off, v + off, hd, 0.0f, first_pos + i);
+        }
+        ws.views[g] = AttentionHeadView{h.keys.data(), h.values.data(), h.beta.data(),
+                                        static_cast<int>(h.length()), h.positions.data(), spec.window};
       }
-      for (int i = 0; i < n; ++i) {
-        const std::size_t off = static_cast<std::size_t>(i) * kvd + static_cast<std::size_t>(g) * hd;
-        h.append(k + off, v + off, hd, 0.0f, first_pos + i);
+      be.attention(qs, ns, c.n_heads, c.n_kv_heads, hd, ws.views.data(), atts);
+      if (options.observer) {
+        const AttentionContext ctx{l, first_pos, HeadRows<const float>{qs, ns, c.n_heads, hd},
+                                   std::span<const AttentionHeadView>(ws.views.data(), static_cast<std::size_t>(c.n_kv_heads))};
+        options.observer->on_attention_output(ctx, HeadRows<float>{atts, ns, c.n_heads, hd});
       }
-      ws.views[g] = AttentionHeadView{h.keys.data(), h.values.data(), h.beta.data(),
-                                      static_cast<int>(h.length()), h.positions.data(), spec.window};
-    }
-    be.attention(q, n, c.n_heads, c.n_kv_heads, hd, ws.views.data(), att);
-    if (options.observer) {
-      const AttentionContext ctx{l, first_pos, HeadRows<const float>{q, n, c.n_heads, hd},
-                                 std::span<const AttentionHeadView>(ws.views.data(), static_cast<std::size_t>(c.n_kv_heads))};
-      options.observer->on_attention_output(ctx, HeadRows<float>{att, n, c.n_heads, hd});
     }
 
     const bool post = spec.norm == NormPlacement::PrePost;
@@ -300,24 +363,29 @@ std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& ca
     if (post) be.rmsnorm(proj, w.ffn_post_norm.data(), proj, n, dim, c.norm_eps);
     for (std::size_t i = 0; i < N * dim; ++i) x[i] += proj[i];
   }
-  cache.next_position = first_pos + n;
+  for (std::size_t s = 0; s < S; ++s) seqs[s].cache->next_position += row0[s + 1] - row0[s];
   if (options.hidden_out != nullptr) options.hidden_out->assign(x, x + N * dim);
 
   std::vector<float> logits;
-  if (options.logits == LogitsMode::None) return logits;
-  const int first_row = options.logits == LogitsMode::Last ? n - 1 : 0;
-  int rows = n - first_row;
-  float* xr = x + static_cast<std::size_t>(first_row) * dim;
+  if (n_logit_rows == 0) return logits;
+  // The listed rows, gathered (in place when they are the last rows of a single sequence, in
+  // order), normalised and sent through the classifier together.
+  const int rows = static_cast<int>(n_logit_rows);
+  float* xr = nullptr;
   std::vector<float> picked;
-  if (options.logits == LogitsMode::Rows) {  // gather the listed rows, then the same classifier
-    rows = static_cast<int>(options.logit_rows.size());
+  const std::vector<int>& lr0 = seqs[0].logit_rows;
+  bool tail = S == 1;
+  for (std::size_t r = 0; tail && r < lr0.size(); ++r) tail = lr0[r] == n - rows + static_cast<int>(r);
+  if (tail) {
+    xr = x + static_cast<std::size_t>(n - rows) * dim;
+  } else {
     picked.resize(static_cast<std::size_t>(rows) * dim);
-    for (int r = 0; r < rows; ++r) {
-      const int src = options.logit_rows[static_cast<std::size_t>(r)];
-      if (src < 0 || src >= n) throw Error(fmt::format("forward: logit row {} outside the {} new tokens", src, n));
-      std::copy_n(x + static_cast<std::size_t>(src) * dim, dim, picked.data() + static_cast<std::size_t>(r) * dim);
-    }
-    xr = xn = picked.data();  // normalised in place (the workspace holds only n rows)
+    std::size_t r = 0;
+    for (std::size_t s = 0; s < S; ++s)
+      for (int src : seqs[s].logit_rows)
+        std::copy_n(x + static_cast<std::size_t>(row0[s] + src) * dim, dim, picked.data() + (r++) * dim);
+    xr = picked.data();
+    if (static_cast<std::size_t>(rows) > N) xn = xr;  // normalised in place (the workspace holds only n rows)
   }
   be.rmsnorm(xr, weights_.final_norm.data(), xn, rows, dim, c.norm_eps);
   logits.resize(static_cast<std::size_t>(rows) * c.vocab_size);

@@ -58,6 +58,15 @@ struct ForwardOptions {
   std::vector<int> logit_rows{};
 };
 
+/// One sequence of a batched forward (Transformer::forward_batch): its tokens, the cache they
+/// attend over and extend, and the rows whose logits are returned.
+struct BatchSequence {
+  std::span<const int> tokens;         ///< fed at RoPE positions cache->next_position, ...
+  KVCache* cache = nullptr;            ///< this sequence's own cache (no two sequences may share one)
+  const float* layer_input = nullptr;  ///< [tokens.size(), dim] entering first_layer, when first_layer > 0
+  std::vector<int> logit_rows{};       ///< rows 0 .. tokens.size()-1 whose logits are returned, in order
+};
+
 /// Runs a decoder on token sequences. Holds references to config and weights (must outlive it).
 ///
 /// forward(tokens, cache): the tokens are placed at RoPE positions cache.next_position, ... ;
@@ -84,6 +93,16 @@ class Transformer {
   std::vector<float> forward(std::span<const int> tokens, KVCache& cache,
                              const ForwardOptions& options = {}) const;
 
+  /// Several independent sequences in one pass: the rows of every sequence go through each
+  /// projection, norm and MLP together (one GEMM instead of one per sequence), and each sequence
+  /// attends only over its own cache plus, causally, its own new tokens, exactly as forward()
+  /// would run it alone (values equal up to float32 summation order in the matmuls).
+  /// first_layer > 0 resumes every sequence at that layer from its layer_input.
+  /// Returns the listed logit rows of every sequence, sequence by sequence: [sum of
+  /// logit_rows.size(), vocab]. Throws Error for an empty batch, a sequence without tokens or cache,
+  /// two sequences on one cache, a missing layer_input, a bad token id or a logit row out of range.
+  std::vector<float> forward_batch(std::span<const BatchSequence> sequences, int first_layer = 0) const;
+
   /// An empty cache shaped for this model.
   KVCache make_cache() const;
 
@@ -91,6 +110,10 @@ class Transformer {
   const Backend& backend() const { return backend_; }
 
  private:
+  /// The pass behind forward() and forward_batch(): options.logits and logit_rows are ignored
+  /// (each sequence lists its rows); observers, end_layer and hidden_out need a single sequence.
+  std::vector<float> run(std::span<const BatchSequence> sequences, const ForwardOptions& options) const;
+
   const ModelConfig& config_;
   const ModelWeights& weights_;
   const Backend& backend_;
