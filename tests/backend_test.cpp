@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/transformer.h"
+#include "forward_test_util.h"
 #include "random_model.h"
 
 namespace kvcompact {
@@ -22,24 +23,9 @@ namespace {
 using testing::make_random_model;
 using testing::RandomModel;
 using testing::small_config;
-
-std::vector<int> tokens_for(int n, int vocab, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::vector<int> t(static_cast<std::size_t>(n));
-  for (int& x : t) x = static_cast<int>(rng() % static_cast<unsigned>(vocab));
-  return t;
-}
-
-/// Max |a - b| over max |b|.
-double rel_max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double d = 0, m = 0;
-  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
-    m = std::max(m, static_cast<double>(std::fabs(b[i])));
-  }
-  return d / m;
-}
+using testing::gemma_style_model;
+using testing::rel_max_diff;
+using testing::tokens_for;
 
 /// Prefill of all but the last 3 tokens (the blocked attention path from 8 rows on), then those 3
 /// decoded one at a time (the row path), logits of every step concatenated. tokens: >= 4.
@@ -52,40 +38,6 @@ std::vector<float> run(const Transformer& tr, const std::vector<int>& tokens) {
     all.insert(all.end(), l.begin(), l.end());
   }
   return all;
-}
-
-RandomModel gemma_style_model() {
-  ModelConfig c = small_config(48, 80, 3, 4, 2, 67, RopeStyle::HalfSplit, true, 16);
-  c.architecture = "gemma3";
-  c.qk_norm = true;
-  c.embedding_scale = std::sqrt(48.0f);
-  c.final_logit_softcap = 30.0f;
-  LayerSpec local;
-  local.attention = AttentionKind::Sliding;
-  local.window = 6;
-  local.rope = RopeSpec{10000.0f, {}};
-  local.norm = NormPlacement::PrePost;
-  local.mlp = MlpKind::GeGLUTanh;
-  local.attention_scale = 1.0f / std::sqrt(20.0f);  // query_pre_attn_scalar 20, not head_dim 16
-  LayerSpec global = local;
-  global.attention = AttentionKind::Global;
-  global.window = 0;
-  global.rope = RopeSpec{1000000.0f, {}};
-  c.layers = {local, local, global};
-  RandomModel m = make_random_model(c, 5);
-  std::mt19937_64 rng(9);
-  std::uniform_real_distribution<float> u(0.9f, 1.1f);
-  for (LayerWeights& w : m.weights.layers) {
-    for (auto* v : {&w.q_norm, &w.k_norm}) {
-      v->resize(static_cast<std::size_t>(c.head_dim));
-      for (float& x : *v) x = u(rng);
-    }
-    for (auto* v : {&w.attn_post_norm, &w.ffn_post_norm}) {
-      v->resize(static_cast<std::size_t>(c.dim));
-      for (float& x : *v) x = u(rng);
-    }
-  }
-  return m;
 }
 
 TEST(Backend, CpuAndReferenceKernelsGiveTheSameLogitsLlamaStyle) {

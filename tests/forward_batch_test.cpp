@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "model/transformer.h"
+#include "forward_test_util.h"
 #include "random_model.h"
 
 namespace kvcompact {
@@ -19,49 +20,9 @@ namespace {
 using testing::make_random_model;
 using testing::RandomModel;
 using testing::small_config;
-
-std::vector<int> tokens_for(int n, int vocab, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::vector<int> t(static_cast<std::size_t>(n));
-  for (int& x : t) x = static_cast<int>(rng() % static_cast<unsigned>(vocab));
-  return t;
-}
-
-/// Max |a - b| over max |b|.
-double rel_max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double d = 0, m = 0;
-  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
-    m = std::max(m, static_cast<double>(std::fabs(b[i])));
-  }
-  return d / m;
-}
-
-RandomModel gemma_style_model() {
-  ModelConfig c = small_config(48, 80, 3, 4, 2, 67, RopeStyle::HalfSplit, true, 16);
-  c.architecture = "gemma3";
-  c.qk_norm = true;
-  c.embedding_scale = std::sqrt(48.0f);
-  c.final_logit_softcap = 30.0f;
-  LayerSpec local;
-  local.attention = AttentionKind::Sliding;
-  local.window = 6;
-  local.norm = NormPlacement::PrePost;
-  local.mlp = MlpKind::GeGLUTanh;
-  LayerSpec global = local;
-  global.attention = AttentionKind::Global;
-  global.window = 0;
-  c.layers = {local, local, global};
-  RandomModel m = make_random_model(c, 5);
-  for (LayerWeights& w : m.weights.layers) {
-    w.q_norm.assign(static_cast<std::size_t>(c.head_dim), 1.05f);
-    w.k_norm.assign(static_cast<std::size_t>(c.head_dim), 0.95f);
-    w.attn_post_norm.assign(static_cast<std::size_t>(c.dim), 1.0f);
-    w.ffn_post_norm.assign(static_cast<std::size_t>(c.dim), 1.0f);
-  }
-  return m;
-}
+using testing::gemma_style_model;
+using testing::rel_max_diff;
+using testing::tokens_for;
 
 /// Three sequences over three different caches: one after a 30-token context (positions 30..),
 /// one empty (positions 0..), one after a 9-token context with a biased, compacted-looking head

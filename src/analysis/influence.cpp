@@ -171,40 +171,45 @@ DocumentInfluence sweep_context(
     fed[s].first_row = static_cast<int>(sp.prompt.size()) - 1;
     if (fed[s].first_row < 0) fed[s].context_nll = token_nll(pre.last_logits, sp.scored[0]);
   }
-  // Mean over spans of the span's mean NLL over a cache, optionally resuming at `first_layer`
-  // with the captured inputs of that layer (one capture per span).
-  // The spans' tokens are fed onto `cache` itself and rolled back afterwards (KVCache::mark), so no
-  // point pays for a copy of the whole cache.
-  auto eval = [&](KVCache& cache, int first_layer, std::vector<LayerInputCapture>* capture_out,
-                  const std::vector<LayerInputCapture>* capture_in) {
+  // Per span: the rows of its fed tokens whose logits predict scored tokens (only those go through
+  // the output layer: the prompt's rows but its last do not, a fifth to a third of a point's FLOPs
+  // on a large vocabulary), and its mean NLL from those rows' logits.
+  auto target_rows = [&](std::size_t s) {
+    const int row0 = std::max(fed[s].first_row, 0);
+    const std::size_t n = spans[s].scored.size() - (fed[s].first_row < 0 ? 1 : 0);
+    std::vector<int> rows(n);
+    for (std::size_t i = 0; i < n; ++i) rows[i] = row0 + static_cast<int>(i);
+    return rows;
+  };
+  auto span_nll = [&](std::size_t s, std::span<const float> logits) {
+    const EvalSpan& sp = spans[s];
+    const Fed& f = fed[s];
+    double total = 0;
+    std::span<const int> targets(sp.scored);
+    if (f.first_row < 0) {
+      total += f.context_nll;
+      targets = targets.subspan(1);
+    }
+    if (!f.tokens.empty()) total += sequence_nll(logits.subspan(0, targets.size() * V), V, targets);
+    return total / static_cast<double>(sp.scored.size());
+  };
+  // The baseline: mean over spans of span_nll over the baseline cache, each span forwarded alone
+  // with the inputs of every layer captured (the points resume from them). The spans' tokens are
+  // fed onto the cache itself and rolled back afterwards (KVCache::mark).
+  auto eval_baseline = [&](KVCache& cache, std::vector<LayerInputCapture>& capture_out) {
     double sum = 0;
     for (std::size_t s = 0; s < spans.size(); ++s) {
-      const EvalSpan& sp = spans[s];
-      const Fed& f = fed[s];
-      double total = 0;
-      std::span<const int> targets(sp.scored);
-      if (f.first_row < 0) {
-        total += f.context_nll;
-        targets = targets.subspan(1);
-      }
-      if (!f.tokens.empty()) {
+      std::vector<float> logits;
+      if (!fed[s].tokens.empty()) {
         const CacheMark mark = cache.mark();
-        const int row0 = std::max(f.first_row, 0);
         ForwardOptions o;
-        // Only the rows that predict scored tokens go through the output layer (the prompt's rows
-        // but its last do not: a fifth to a third of a point's FLOPs on a large vocabulary).
         o.logits = LogitsMode::Rows;
-        for (std::size_t i = 0; i < targets.size(); ++i) o.logit_rows.push_back(row0 + static_cast<int>(i));
-        if (capture_in != nullptr && first_layer > 0) {
-          o.first_layer = first_layer;
-          o.layer_input = (*capture_in)[s].x[first_layer].data();
-        }
-        if (capture_out != nullptr) o.observer = &(*capture_out)[s];
-        const std::vector<float> logits = tr.forward(f.tokens, cache, o);
+        o.logit_rows = target_rows(s);
+        o.observer = &capture_out[s];
+        logits = tr.forward(fed[s].tokens, cache, o);
         cache.rollback(mark);
-        total += sequence_nll(std::span<const float>(logits).subspan(0, targets.size() * V), V, targets);
       }
-      sum += total / static_cast<double>(sp.scored.size());
+      sum += span_nll(s, logits);
     }
     return sum / static_cast<double>(spans.size());
   };
@@ -215,7 +220,7 @@ DocumentInfluence sweep_context(
   out.eval_tokens = eval_tokens;
   out.spans = static_cast<int>(spans.size());
   const auto t_forward = std::chrono::steady_clock::now();
-  out.baseline_nll = eval(base, 0, &capture, nullptr);
+  out.baseline_nll = eval_baseline(base, capture);
   const double forward_s = seconds_since(t_forward);  // a full forward of the evaluated tokens
 
   // The points of a head's grid are evaluated in batches (Transformer::forward_batch): every
@@ -248,9 +253,7 @@ DocumentInfluence sweep_context(
         b.tokens = f.tokens;
         b.cache = &cache;
         if (first_layer > 0) b.layer_input = capture[s].x[static_cast<std::size_t>(first_layer)].data();
-        const int row0 = std::max(f.first_row, 0);
-        const std::size_t n_targets = spans[s].scored.size() - (f.first_row < 0 ? 1 : 0);
-        for (std::size_t i = 0; i < n_targets; ++i) b.logit_rows.push_back(row0 + static_cast<int>(i));
+        b.logit_rows = target_rows(s);
         seqs.push_back(std::move(b));
         owner.push_back(p * spans.size() + s);
       }
@@ -258,23 +261,16 @@ DocumentInfluence sweep_context(
     if (!seqs.empty()) logits = tr.forward_batch(seqs, first_layer);
     for (std::size_t i = 0; i < seqs.size(); ++i) seqs[i].cache->rollback(marks[i]);
     std::vector<double> sum(points, 0.0);
-    std::size_t offset = 0, next = 0;
+    std::size_t offset = 0, next = 0;  // logits rows used so far, sequences read so far
     for (std::size_t p = 0; p < points; ++p)
       for (std::size_t s = 0; s < spans.size(); ++s) {
-        const EvalSpan& sp = spans[s];
-        const Fed& f = fed[s];
-        double total = 0;
-        std::span<const int> targets(sp.scored);
-        if (f.first_row < 0) {
-          total += f.context_nll;
-          targets = targets.subspan(1);
-        }
+        std::span<const float> rows;
         if (next < owner.size() && owner[next] == p * spans.size() + s) {
-          total += sequence_nll(std::span<const float>(logits).subspan(offset * V, targets.size() * V), V, targets);
-          offset += targets.size();
+          rows = std::span<const float>(logits).subspan(offset * V, seqs[next].logit_rows.size() * V);
+          offset += seqs[next].logit_rows.size();
           ++next;
         }
-        sum[p] += total / static_cast<double>(sp.scored.size());
+        sum[p] += span_nll(s, rows);
       }
     for (double& v : sum) v /= static_cast<double>(spans.size());
     return sum;
