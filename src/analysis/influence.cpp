@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -226,16 +227,17 @@ DocumentInfluence sweep_context(
   // The points of a head's grid are evaluated in batches (Transformer::forward_batch): every
   // (point, span) pair is one sequence on its own copy of the baseline cache, in which only the
   // swept head differs, so each projection runs once over all their rows instead of once per
-  // span and point. Batch size: up to 2,048 fed rows and 256 MiB of logits.
+  // span and point. Batch size: up to 2,048 fed rows, 256 MiB of logits and 1 GiB of cache copies.
   int fed_rows = 0, logit_rows = 0;
   for (std::size_t s = 0; s < spans.size(); ++s) {
     fed_rows += static_cast<int>(fed[s].tokens.size());
     logit_rows += static_cast<int>(spans[s].scored.size());
   }
   const long logit_cap = (256L << 20) / (4L * V);
-  const int batch_points = std::clamp(
-      std::min(2048 / std::max(fed_rows, 1), static_cast<int>(logit_cap / std::max(logit_rows, 1))), 1,
-      std::max(1, static_cast<int>(options.grid.size())));
+  const long copy_cap = (1L << 30) / static_cast<long>(std::max<std::size_t>(1, base.bytes() * spans.size()));
+  const int batch_points = static_cast<int>(std::clamp<long>(
+      std::min({2048L / std::max(fed_rows, 1), logit_cap / std::max(logit_rows, 1), copy_cap}), 1L,
+      std::max<long>(1, static_cast<long>(options.grid.size()))));
   std::vector<KVCache> pool(static_cast<std::size_t>(batch_points) * spans.size(), base);
   // Mean over spans of each span's mean NLL, for the first `points` entries of the pool (point p
   // owns pool[p * spans .. p * spans + spans - 1]), resuming at first_layer from the captured inputs.
