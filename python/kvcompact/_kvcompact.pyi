@@ -8,7 +8,7 @@ NaN/Inf) and bad ratio / t / budgets; kvcompact.Error (subclass of RuntimeError 
 carrying the library's one-line message for everything the C++ library refuses (bad method spec,
 missing file, token id out of range, ...).
 """
-from typing import Any, Callable, Optional, Sequence, Tuple, TypedDict
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -220,6 +220,14 @@ class Model:
         """Runs ids at positions cache.next_position, ... and appends their keys/values to `cache`
         (in place). logits: "last" -> [vocab_size], "all" -> [len(ids), vocab_size], "none" -> None.
         Warns (log sink) past max_seq_len. ValueError for bad ids, a cache of another model."""
+    def forward_batch(
+        self, ids: Sequence[Sequence[int]], caches: Sequence[KVCache], logits: str = "last"
+    ) -> List[Optional[npt.NDArray[np.float32]]]:
+        """Several independent sequences in one pass: ids[i] runs over caches[i] (extended in place),
+        as forward(ids[i], caches[i]) would, but every projection runs once over all their rows.
+        Returns one entry per sequence: logits "last" -> [vocab_size], "all" -> [len(ids[i]),
+        vocab_size], "none" -> None. ValueError for unequal lengths, an empty sequence, a cache of
+        another model, one cache given twice, bad ids."""
     def nll(self, ids: Sequence[int]) -> float:
         """Mean teacher-forced NLL in nats/token of ids[1:] given the ids before (perplexity =
         exp(nll)); needs >= 2 ids."""

@@ -5,6 +5,7 @@
 // (model/generate_from_cache.h).
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <mutex>
@@ -363,6 +364,65 @@ void bind_model(py::module_& m) {
         } release{*cache.busy};
         return run_forward(self, ids, cache.cache, mode);
       }, py::arg("ids"), py::arg("cache"), py::arg("logits") = "last")
+      .def("forward_batch", [](const PyModel& self, const std::vector<std::vector<int>>& ids, std::vector<PyKVCache*> caches,
+                               const std::string& logits) {
+        if (ids.size() != caches.size())
+          throw py::value_error("forward_batch: " + std::to_string(ids.size()) + " id lists for " +
+                                std::to_string(caches.size()) + " caches (one cache per sequence)");
+        if (ids.empty()) throw py::value_error("forward_batch: no sequences");
+        const LogitsMode mode = logits_mode(logits);
+        std::vector<BatchSequence> seqs(ids.size());
+        for (std::size_t s = 0; s < ids.size(); ++s) {
+          if (caches[s] == nullptr) throw py::value_error("forward_batch: cache " + std::to_string(s) + " is None");
+          if (caches[s]->fingerprint != self.fingerprint())
+            throw py::value_error("forward_batch: cache " + std::to_string(s) + " was made with another model");
+          if (ids[s].empty()) throw py::value_error("forward_batch: sequence " + std::to_string(s) + " has no ids");
+          seqs[s].tokens = ids[s];
+          seqs[s].cache = &caches[s]->cache;
+          const int n = static_cast<int>(ids[s].size());
+          if (mode == LogitsMode::Last) seqs[s].logit_rows = {n - 1};
+          if (mode == LogitsMode::All)
+            for (int i = 0; i < n; ++i) seqs[s].logit_rows.push_back(i);
+        }
+        // Claim every cache (distinct ones: forward_batch refuses a shared cache in its own words).
+        std::vector<std::atomic<bool>*> held;
+        struct Release {
+          std::vector<std::atomic<bool>*>& flags;
+          ~Release() {
+            for (auto* f : flags) *f = false;
+          }
+        } release{held};
+        for (PyKVCache* c : caches) {
+          if (std::find(held.begin(), held.end(), c->busy.get()) != held.end()) continue;
+          if (c->busy->exchange(true))
+            throw py::value_error("cache: another thread is running a forward over this KVCache (give each thread its "
+                                  "own cache, e.g. cache.copy())");
+          held.push_back(c->busy.get());
+        }
+        std::vector<float> out;
+        {
+          py::gil_scoped_release unlocked;
+          out = self.transformer().forward_batch(seqs);
+        }
+        py::list result;
+        const py::ssize_t V = self.model().config.vocab_size;
+        std::size_t offset = 0;
+        for (const BatchSequence& sq : seqs) {
+          if (mode == LogitsMode::None) {
+            result.append(py::none());
+            continue;
+          }
+          const std::size_t rows = sq.logit_rows.size();
+          std::vector<float> part(out.begin() + static_cast<std::ptrdiff_t>(offset * V),
+                                  out.begin() + static_cast<std::ptrdiff_t>((offset + rows) * V));
+          offset += rows;
+          if (mode == LogitsMode::Last)
+            result.append(to_array(std::move(part), {V}));
+          else
+            result.append(to_array(std::move(part), {static_cast<py::ssize_t>(rows), V}));
+        }
+        return result;
+      }, py::arg("ids"), py::arg("caches"), py::arg("logits") = "last")
       .def("nll", [](const PyModel& self, const std::vector<int>& ids) {
         if (ids.size() < 2) throw py::value_error("ids: " + std::to_string(ids.size()) + " ids (need at least 2)");
         py::gil_scoped_release release;

@@ -175,6 +175,36 @@ def test_explicit_cache_forward_equals_one_forward(stories):
     kvcompact.set_threads(2)
 
 
+def test_forward_batch_equals_each_forward(stories):
+    """forward_batch runs several sequences over their own caches in one pass: each gets what
+    forward() gives it alone (within float rounding of the stacked GEMM), and its cache ends the
+    same; misuse is a ValueError naming the problem."""
+    kvcompact.set_threads(1)
+    docs = require(TINYSTORIES).read_text().split("\n\n")
+    ctx = stories.tokenize(docs[2])[:40]
+    seqs = [stories.tokenize(docs[3])[:30], stories.tokenize(" Then", add_bos=False), stories.tokenize(docs[4])[:17]]
+    base = stories.new_cache()
+    stories.forward(ctx, base, logits="none")
+    starts = [base.copy(), stories.new_cache(), base.copy()]
+    alone = [c.copy() for c in starts]
+    want = [stories.forward(ids, c, logits="all") for ids, c in zip(seqs, alone)]
+    batched = [c.copy() for c in starts]
+    got = stories.forward_batch(seqs, batched, logits="all")
+    assert len(got) == 3
+    for g, w, a, b in zip(got, want, alone, batched):
+        assert g.shape == w.shape and np.abs(g - w).max() <= 1e-5 * np.abs(w).max()
+        assert b.next_position == a.next_position and (b.lengths == a.lengths).all()
+    last = stories.forward_batch(seqs, [c.copy() for c in starts])
+    assert all(l.shape == (512,) and np.abs(l - w[-1]).max() <= 1e-5 * np.abs(w).max() for l, w in zip(last, want))
+    assert stories.forward_batch(seqs[:1], [stories.new_cache()], logits="none") == [None]
+    one = stories.new_cache()
+    for bad, msg in [((seqs, starts[:2]), "caches"), (([], []), "no sequences"), (([[]], [one]), "no ids"),
+                     ((seqs[:2], [one, one]), "share one KV cache"), (([[1, 99999]], [one]), "vocabulary")]:
+        with pytest.raises(ValueError, match=msg):
+            stories.forward_batch(*bad)
+    kvcompact.set_threads(2)
+
+
 def test_compacted_cache_views_and_forward(stories):
     """A non-fitting method's compacted heads are the full cache's entries at the kept positions
     (same keys, same values, beta 0); AM's are C1, beta, C2 with C1 = K[kept]. logits(cache=c)
