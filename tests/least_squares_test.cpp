@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -200,6 +201,37 @@ TEST(LeastSquares, RefinedNormalEquationsReachTheQrMinimiser) {
     }
     EXPECT_LT(std::sqrt(num / den), cond * 1e-14) << cond;
   }
+}
+
+}  // namespace
+}  // namespace kvcompact
+
+namespace kvcompact {
+namespace {
+
+// check_finite_matrix finds a NaN or an infinity anywhere (first, middle, last entry) and names the
+// first such entry; the largest finite values, denormals and -0 pass.
+TEST(CheckFiniteMatrix, FindsEveryNonFiniteEntryAndPassesExtremeFiniteOnes) {
+  std::vector<double> m(7 * 5, 1.0);
+  m[3] = std::numeric_limits<double>::max();
+  m[4] = -std::numeric_limits<double>::max();
+  m[5] = std::numeric_limits<double>::denorm_min();
+  m[6] = -0.0;
+  EXPECT_NO_THROW(check_finite_matrix(m.data(), 7, 5, "m"));
+  for (std::size_t at : {std::size_t{0}, std::size_t{17}, m.size() - 1})
+    for (double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                       -std::numeric_limits<double>::infinity()}) {
+      std::vector<double> b = m;
+      b[at] = bad;
+      try {
+        check_finite_matrix(b.data(), 7, 5, "m");
+        ADD_FAILURE() << "no error for entry " << at;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("entry " + std::to_string(at) + " is not finite"), std::string::npos)
+            << e.what();
+      }
+    }
+  EXPECT_THROW(check_finite_matrix(m.data(), -1, 5, "m"), Error);
 }
 
 }  // namespace
