@@ -379,10 +379,7 @@ void bind_model(py::module_& m) {
           if (ids[s].empty()) throw py::value_error("forward_batch: sequence " + std::to_string(s) + " has no ids");
           seqs[s].tokens = ids[s];
           seqs[s].cache = &caches[s]->cache;
-          const int n = static_cast<int>(ids[s].size());
-          if (mode == LogitsMode::Last) seqs[s].logit_rows = {n - 1};
-          if (mode == LogitsMode::All)
-            for (int i = 0; i < n; ++i) seqs[s].logit_rows.push_back(i);
+          seqs[s].logit_rows = logit_rows_for(mode, static_cast<int>(ids[s].size()));
         }
         // Claim every cache (distinct ones: forward_batch refuses a shared cache in its own words).
         std::vector<std::atomic<bool>*> held;

@@ -135,37 +135,28 @@ KVCache Transformer::make_cache() const {
   return cache;
 }
 
+std::vector<int> logit_rows_for(LogitsMode mode, int n, const std::vector<int>& rows) {
+  switch (mode) {
+    case LogitsMode::None: return {};
+    case LogitsMode::Last: return n > 0 ? std::vector<int>{n - 1} : std::vector<int>{};
+    case LogitsMode::All: {
+      std::vector<int> all(static_cast<std::size_t>(std::max(n, 0)));
+      for (int i = 0; i < n; ++i) all[static_cast<std::size_t>(i)] = i;
+      return all;
+    }
+    case LogitsMode::Rows: return rows;
+  }
+  return {};
+}
+
 std::vector<float> Transformer::forward(std::span<const int> tokens, KVCache& cache,
                                         const ForwardOptions& options) const {
-  if (tokens.empty()) throw Error("forward: empty token list");
-  const int n = static_cast<int>(tokens.size());
-  if (options.first_layer > 0 && options.layer_input == nullptr)
-    throw Error(fmt::format("forward: first_layer {} needs layer_input and must be in [0, {}]", options.first_layer,
-                            config_.n_layers));
-  BatchSequence seq{tokens, &cache, options.layer_input, {}};
-  switch (options.logits) {
-    case LogitsMode::None: break;
-    case LogitsMode::Last: seq.logit_rows.push_back(n - 1); break;
-    case LogitsMode::All:
-      seq.logit_rows.resize(static_cast<std::size_t>(n));
-      for (int i = 0; i < n; ++i) seq.logit_rows[static_cast<std::size_t>(i)] = i;
-      break;
-    case LogitsMode::Rows: seq.logit_rows = options.logit_rows; break;
-  }
+  const BatchSequence seq{tokens, &cache, options.layer_input,
+                          logit_rows_for(options.logits, static_cast<int>(tokens.size()), options.logit_rows)};
   return run(std::span<const BatchSequence>(&seq, 1), options);
 }
 
 std::vector<float> Transformer::forward_batch(std::span<const BatchSequence> sequences, int first_layer) const {
-  if (sequences.empty()) throw Error("forward_batch: no sequences");
-  for (std::size_t s = 0; s < sequences.size(); ++s) {
-    if (sequences[s].tokens.empty()) throw Error(fmt::format("forward_batch: sequence {} has no tokens", s));
-    if (sequences[s].cache == nullptr) throw Error(fmt::format("forward_batch: sequence {} has no cache", s));
-    if (first_layer > 0 && sequences[s].layer_input == nullptr)
-      throw Error(fmt::format("forward_batch: sequence {} has no layer_input for first_layer {}", s, first_layer));
-    for (std::size_t r = 0; r < s; ++r)
-      if (sequences[r].cache == sequences[s].cache)
-        throw Error(fmt::format("forward_batch: sequences {} and {} share one KV cache", r, s));
-  }
   ForwardOptions o;
   o.first_layer = first_layer;
   return run(sequences, o);
@@ -175,8 +166,19 @@ std::vector<float> Transformer::run(std::span<const BatchSequence> seqs, const F
   const ModelConfig& c = config_;
   const int hd = c.head_dim;
   const std::size_t S = seqs.size();
+  if (S == 0) throw Error("forward_batch: no sequences");
   if (S > 1 && (options.observer != nullptr || options.end_layer >= 0 || options.hidden_out != nullptr))
     throw Error("forward_batch: observers, end_layer and hidden_out need a single sequence");
+  for (std::size_t s = 0; s < S; ++s) {
+    const std::string which = S == 1 ? std::string() : fmt::format(" (sequence {})", s);
+    if (seqs[s].tokens.empty()) throw Error("forward: empty token list" + which);
+    if (seqs[s].cache == nullptr) throw Error("forward: no KV cache" + which);
+    if (options.first_layer > 0 && seqs[s].layer_input == nullptr)
+      throw Error(fmt::format("forward: first_layer {} needs layer_input{}", options.first_layer, which));
+    for (std::size_t r = 0; r < s; ++r)
+      if (seqs[r].cache == seqs[s].cache)
+        throw Error(fmt::format("forward_batch: sequences {} and {} share one KV cache", r, s));
+  }
   // Row offsets of the sequences in the stacked activations.
   std::vector<int> row0(S + 1, 0);
   for (std::size_t s = 0; s < S; ++s) row0[s + 1] = row0[s] + static_cast<int>(seqs[s].tokens.size());
@@ -240,7 +242,7 @@ std::vector<float> Transformer::run(std::span<const BatchSequence> seqs, const F
         *hb2 = ws.hb2.data();
 
   if (options.first_layer < 0 || options.first_layer > c.n_layers)
-    throw Error(fmt::format("forward: first_layer {} needs layer_input and must be in [0, {}]",
+    throw Error(fmt::format("forward: first_layer {} must be in [0, {}]",
                             options.first_layer, c.n_layers));
   const int end_layer = options.end_layer < 0 ? c.n_layers : options.end_layer;
   if (end_layer < options.first_layer || end_layer > c.n_layers)

@@ -58,6 +58,10 @@ struct ForwardOptions {
   std::vector<int> logit_rows{};
 };
 
+/// The rows of an n-token forward whose logits `mode` returns: none, {n - 1}, 0 .. n-1, or `rows`
+/// (LogitsMode::Rows). Shared by forward() and callers that build BatchSequence::logit_rows.
+std::vector<int> logit_rows_for(LogitsMode mode, int n, const std::vector<int>& rows = {});
+
 /// One sequence of a batched forward (Transformer::forward_batch): its tokens, the cache they
 /// attend over and extend, and the rows whose logits are returned.
 struct BatchSequence {
