@@ -90,7 +90,29 @@ void types_tokens(benchmark::internal::Benchmark* b) {
       b->Args({static_cast<int>(t), n});
 }
 
+/// One decoded token through a projection far larger than the caches (Qwen3-0.6B's tied lm_head:
+/// 151,936 x 1,024), so the weights stream from memory: bytes/s here is the decode bandwidth.
+void BM_MatmulTypedStream(benchmark::State& state) {
+  const auto t = static_cast<WeightType>(state.range(0));
+  constexpr int in = 1024, out = 151936;
+  const std::vector<std::uint8_t> b = random_matrix(t, out, in);
+  const WeightMatrix W = WeightMatrix::view(t, b.data(), out, in);
+  std::vector<float> X(in, 0.5f), Y(out);
+  for (auto _ : state) {
+    matmul_wt(X.data(), W, Y.data(), 1, in, out);
+    benchmark::DoNotOptimize(Y.data());
+  }
+  state.SetLabel(weight_type_name(t));
+  state.SetBytesProcessed(state.iterations() * static_cast<long>(b.size()));
+  state.SetItemsProcessed(state.iterations() * static_cast<long>(in) * out);
+}
+void stream_types(benchmark::internal::Benchmark* b) {
+  for (WeightType t : {WeightType::BF16, WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q4_K})
+    b->Arg(static_cast<int>(t));
+}
+
 BENCHMARK(BM_DequantizeRow)->Apply(types);
+BENCHMARK(BM_MatmulTypedStream)->Apply(stream_types)->UseRealTime();
 BENCHMARK(BM_MatmulTyped)->Apply(types_tokens)->UseRealTime();
 
 }  // namespace

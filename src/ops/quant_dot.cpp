@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/half.h"
+#include "ops/prefetch.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -239,6 +240,7 @@ void rows_q32(const std::uint8_t* base, std::size_t rb, int r0, int r1, const Qu
     };
     int b = 0;
     for (; b + 1 < nb; b += 2) {
+      prefetch_stream(row + static_cast<std::size_t>(b) * kBytes, 2 * kBytes);
       one(b, std::integral_constant<int, 0>{});
       one(b + 1, std::integral_constant<int, 1>{});
     }
@@ -259,6 +261,7 @@ void rows_q4k(const std::uint8_t* base, std::size_t rb, int r0, int r1, const Qu
     for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps(), macc[i] = 0.0f;
     for (int b = 0; b < nb; ++b) {
       const std::uint8_t* p = row + 144 * static_cast<std::size_t>(b);
+      prefetch_stream(p, 144);
       const float dx = fp16(p), dmx = fp16(p + 2);
       int sc[8], mn[8];
       for (int g = 0; g < 8; ++g) scale_min_k4(g, p + 4, sc[g], mn[g]);

@@ -6,6 +6,7 @@
 
 #include "core/dequant.h"
 #include "core/half.h"
+#include "ops/prefetch.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
@@ -283,6 +284,7 @@ void rows_avx512(const std::uint8_t* base, std::size_t rb, int r0, int r1, const
     int b = 0;
     for (; b + 1 < nb; b += 2) {
       const int x0 = b * D::QK, x1 = x0 + D::QK;
+      prefetch_stream(row + static_cast<std::size_t>(b) * D::BYTES, 2 * D::BYTES);
       D::block(row + static_cast<std::size_t>(b) * D::BYTES, [&](int off, __m512 w0, __m512 w1) {
         for (int i = 0; i < N; ++i) {
           const float* x = X + static_cast<std::size_t>(i) * in + x0 + off;
@@ -586,6 +588,7 @@ void rows(const std::uint8_t* base, std::size_t rb, int r0, int r1, const float*
       for (int s = 0; s < A; ++s) acc[i][s] = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
       const int x0 = b * D::QK;
+      prefetch_stream(row + static_cast<std::size_t>(b) * D::BYTES, D::BYTES);
       D::block(row + static_cast<std::size_t>(b) * D::BYTES, [&](int off, __m256 w0, __m256 w1, __m256 w2, __m256 w3) {
         for (int i = 0; i < N; ++i) {
           const float* x = X + static_cast<std::size_t>(i) * in + x0 + off;
