@@ -60,6 +60,7 @@ AttentionMatcher::AttentionMatcher(const HeadCompactionInput& in, const Attentio
   // ~B * 6e-8 nats, so past B = 1e8 exp(S - m) can be off by e^6 or overflow (real heads: B < 1e6).
   auto max_abs = [](const float* p, std::size_t count) {
     float m = 0.0f;
+#pragma omp simd reduction(max : m)
     for (std::size_t i = 0; i < count; ++i) m = std::max(m, std::fabs(p[i]));
     return static_cast<double>(m);
   };
@@ -73,8 +74,7 @@ AttentionMatcher::AttentionMatcher(const HeadCompactionInput& in, const Attentio
   stats_ = compute_head_attention_f32(in_);
   const std::size_t N = static_cast<std::size_t>(n);
   if (prefix_ == T) {
-    mass_target_ = stats_.mass;
-    out_target_ = stats_.output;
+    mass_target_ = stats_.mass;  // the output target is stats_.output itself (out_target())
   } else if (prefix_ > 0) {
     HeadCompactionInput pre = in_;
     pre.T = prefix_;
@@ -205,7 +205,7 @@ CompactedHead AttentionMatcher::fit(const std::vector<int>& selected) const {
   } else {
     // P = softmax_row(S[:, sel] + beta) [n, k] (float32), rows weighted by a_i; target a_i Y^P_i.
     std::vector<double> weighted;  // a_i Y^P_i, only when rows are weighted
-    if (!row_weight_.empty()) weighted = out_target_;
+    if (!row_weight_.empty()) weighted = out_target();
     std::vector<float> fbeta(beta.begin(), beta.end());
     for (std::size_t i = 0; i < N; ++i) {
       for (std::size_t j = 0; j < K; ++j) row[j] = logits[i * K + j] + fbeta[j];
@@ -216,7 +216,7 @@ CompactedHead AttentionMatcher::fit(const std::vector<int>& selected) const {
       if (!row_weight_.empty())
         for (std::size_t c = 0; c < D; ++c) weighted[i * D + c] *= a;
     }
-    C2 = fit_values(buf.data(), n, k, row_weight_.empty() ? out_target_.data() : weighted.data(), d, options_.c2);
+    C2 = fit_values(buf.data(), n, k, row_weight_.empty() ? out_target().data() : weighted.data(), d, options_.c2);
   }
   constexpr double kFloatMax = static_cast<double>(std::numeric_limits<float>::max());
   std::size_t r = 0;
@@ -236,15 +236,17 @@ CompactedHead AttentionMatcher::fit(const std::vector<int>& selected) const {
 
 std::vector<double> AttentionMatcher::exp_scores(const std::vector<float>& logits, std::size_t k) const {
   const std::size_t N = static_cast<std::size_t>(in_.n_queries);
-  std::vector<double> out(N * k);
-  std::vector<float> row(k);
+  // All rows shifted in one float buffer, one exp pass, then widened (the same float32 values as
+  // row by row).
+  std::vector<float> shifted(N * k);
   for (std::size_t i = 0; i < N; ++i) {
     const float m = static_cast<float>(stats_.row_max[i]);
-    for (std::size_t j = 0; j < k; ++j) row[j] = logits[i * k + j] - m;
-    exp_inplace(row.data(), k);
-    std::copy(row.begin(), row.end(), out.begin() + static_cast<std::ptrdiff_t>(i * k));
+    const float* l = logits.data() + i * k;
+    float* r = shifted.data() + i * k;
+    for (std::size_t j = 0; j < k; ++j) r[j] = l[j] - m;
   }
-  return out;
+  exp_inplace(shifted.data(), shifted.size());
+  return std::vector<double>(shifted.begin(), shifted.end());
 }
 
 void AttentionMatcher::share_gram(int max_t) {

@@ -127,13 +127,15 @@ class AttentionMatcher {
  private:
   /// exp(S[:, cols] - m_i) in double [n, k] from the cols' float32 logits [n, k] (fit's M).
   std::vector<double> exp_scores(const std::vector<float>& logits, std::size_t k) const;
+  /// Y^P [n, d]: the full head's output when every key is compacted (no copy), else out_target_.
+  const std::vector<double>& out_target() const { return prefix_ == in_.T ? stats_.output : out_target_; }
 
   HeadCompactionInput in_;
   AttentionMatchingOptions options_;
   HeadAttentionStats stats_;
   int prefix_ = 0;                  // T - w (>= 0): keys that are compacted
   std::vector<double> mass_target_; // Z^P [n]
-  std::vector<double> out_target_;  // Y^P [n, d]
+  std::vector<double> out_target_;  // Y^P [n, d] when a recent window is kept (else empty)
   std::vector<double> row_weight_;  // a [n] (empty = all ones)
   std::vector<int> ranking_;
   std::vector<int> gram_pos_;       // [prefix_]: key -> row of gram_, -1 when not shared
