@@ -158,16 +158,46 @@ struct DecQ45K {
   static constexpr int BYTES = kQ5 ? 176 : 144;
   static constexpr bool kDense = false;
   template <class E> static void block(const std::uint8_t* p, E&& emit) {
-    const float d = f16_to_f32(ld16(p)), dmin = f16_to_f32(ld16(p + 2));
-    const std::uint8_t* scales = p + 4;
+    // The 8 groups' 6-bit scales and mins unpacked in one xmm (ggml's kmask arithmetic on the 12
+    // scale bytes, 32-bit lanes: u0 & k1 | (u2 & k2) | ((u0 >> 6) & k3) << 4 | u1 & k1 |
+    // ((u2 >> 4) & k2) | ((u1 >> 6) & k3) << 4 = scales 0-3, 4-7, mins 0-3, 4-7), then
+    // d * scale and dmin * min as 8 floats each: the same float32 products as scale_min_k4
+    // followed by one multiply per group, without ~16 scalar operations per group.
+    const __m128i u = load128(p + 4);  // 12 scale bytes + 4 bytes of the block that are not used
+    const __m128i a = _mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0));  // u0 u2 u1 u2
+    const __m128i b = _mm_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
+    const __m128i even = _mm_and_si128(a, _mm_set1_epi32(0x3f3f3f3f));
+    const __m128i odd = _mm_or_si128(
+        _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)), _mm_set1_epi32(0x0f0f0f0f)),
+        _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(b, 6), _mm_set1_epi32(0x03030303)), 4));
+    const __m128i sm = _mm_blend_epi32(even, odd, 0b1010);  // bytes 0-7 scales, 8-15 mins
+    const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(p))), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)));
+    const __m256 mmn = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(p + 2))),
+                                     _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
+    const __m512 dsc16 = _mm512_castps256_ps512(dsc), mmn16 = _mm512_castps256_ps512(mmn);
     const std::uint8_t* qs = p + (kQ5 ? 48 : 16);
     [[maybe_unused]] const __m256i qh = kQ5 ? load256(p + 16) : _mm256_setzero_si256();
+    if constexpr (!kQ5) {
+      // Q4_K: the 32 bytes of groups 2c (low nibbles) and 2c + 1 (high nibbles) widened to 32-bit
+      // lanes once; q * d1 - m1 in one rounding, as the table entry fmsub(q, d1, m1).
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m512i z0 = _mm512_cvtepu8_epi32(load128(qs + 32 * c)), z1 = _mm512_cvtepu8_epi32(load128(qs + 32 * c + 16));
+        const __m512i lo = _mm512_set1_epi32(2 * c), hi = _mm512_set1_epi32(2 * c + 1), f = _mm512_set1_epi32(0x0F);
+        const __m512 d0 = _mm512_permutexvar_ps(lo, dsc16), m0 = _mm512_permutexvar_ps(lo, mmn16);
+        emit(64 * c, _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_and_si512(z0, f)), d0, m0),
+             _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_and_si512(z1, f)), d0, m0));
+        const __m512 d1 = _mm512_permutexvar_ps(hi, dsc16), m1 = _mm512_permutexvar_ps(hi, mmn16);
+        emit(64 * c + 32, _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(z0, 4)), d1, m1),
+             _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(z1, 4)), d1, m1));
+      }
+      return;
+    }
     const __m512 iota = iota16();
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
-      int sc, mn;
-      scale_min_k4(g, scales, sc, mn);
-      const __m512 d1 = _mm512_set1_ps(d * static_cast<float>(sc)), m1 = _mm512_set1_ps(dmin * static_cast<float>(mn));
+      const __m512i lane = _mm512_set1_epi32(g);
+      const __m512 d1 = _mm512_permutexvar_ps(lane, dsc16), m1 = _mm512_permutexvar_ps(lane, mmn16);
       const __m256i raw = load256(qs + 32 * (g / 2));
       const __m256i nib = (g % 2) ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), _mm256_set1_epi8(0x0F))
                                   : _mm256_and_si256(raw, _mm256_set1_epi8(0x0F));
