@@ -26,8 +26,10 @@ inline constexpr std::size_t kPrefetchAhead = 3072;
 /// that spends many cycles per cache line.
 inline void prefetch_stream(const std::uint8_t* p, std::size_t bytes) {
 #if defined(KVC_HAVE_PREFETCH)
-  for (std::size_t o = 0; o < bytes; o += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + o), _MM_HINT_T0);
+  // The address is formed as an integer: it may lie past the end of the weights, where pointer
+  // arithmetic would be undefined (a prefetch of any address is harmless).
+  const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(p) + kPrefetchAhead;
+  for (std::size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(at + o), _MM_HINT_T0);
 #else
   (void)p, (void)bytes;
 #endif
