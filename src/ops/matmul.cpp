@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/dequant.h"
+#include "ops/bf16_gemm.h"
 #include "ops/isa.h"
 #include "ops/quant_dot.h"
 #include "ops/typed_dot.h"
@@ -55,6 +56,8 @@ void matmul_wt(const float* X, const WeightMatrix& W, float* Y, int n, int in, i
   check_shape(W, in, out);
   if (n <= 0 || out <= 0) return;
   if (W.type() == WeightType::F32 && n > kFusedMaxTokens) return matmul_wt(X, W.data(), Y, n, in, out);
+  if (n > kFusedMaxTokens && matmul_mode() == MatmulMode::FastQuant && in % 2 == 0 && bf16_matmul_available())
+    return bf16_matmul_wt(X, W, Y, n, in, out);
   const std::size_t row_bytes = weight_row_bytes(W.type(), in);
   const std::uint8_t* base = W.bytes();
   if (n <= kFusedMaxTokens) {

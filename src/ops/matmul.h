@@ -16,7 +16,9 @@ void matmul_wt(const float* X, const float* W, float* Y, int n, int in, int out)
 ///     float32 evaluation of the dequantised model up to the order of float32 additions).
 ///   FastQuant: for n <= 4 rows and Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q4_K weights, activations are
 ///     quantised to int8 blocks and multiplied with integer dot products as llama.cpp does
-///     (ops/quant_dot.h); other types and n > 4 stay exact.
+///     (ops/quant_dot.h); for n > 4 rows and any weight type but F32, on CPUs with AMX-BF16,
+///     activations and decoded weights are rounded to bfloat16 and multiplied on the AMX tiles with
+///     float32 accumulation (ops/bf16_gemm.h). Other cases stay exact.
 enum class MatmulMode { Exact, FastQuant };
 
 /// The process-wide mode: Exact, or FastQuant when the environment variable KVC_FAST_QUANT=1 is
@@ -31,7 +33,7 @@ void set_matmul_mode(MatmulMode mode);
 /// streamed once through a fused decode-and-dot kernel against the n rows of X (ops/typed_dot.h,
 /// AVX-512 where kernel_isa() allows, else decode to a per-thread buffer and dot); float32
 /// accumulation. With MatmulMode::FastQuant and a supported type: int8 dots (ops/quant_dot.h).
-/// n > 4: F32 through cblas_sgemm directly; other types (F16, BF16, ggml blocks) in blocks of W's
+/// n > 4: F32 through cblas_sgemm directly; with MatmulMode::FastQuant and AMX, bf16_matmul_wt; other types (F16, BF16, ggml blocks) in blocks of W's
 /// rows decoded to float32 into a thread-local scratch buffer (about 16 MiB, rows decoded in
 /// parallel), each block multiplied with sgemm, so W stays in its storage type.
 /// Throws Error when W's shape (or size) is not [out, in]. Reference twin: matmul_wt_typed_ref.
