@@ -6,6 +6,8 @@
 
 #include "arrays.h"
 #include "core/error.h"
+#include "ops/bf16_gemm.h"
+#include "ops/matmul.h"
 
 namespace kvcompact::py_bind {
 
@@ -38,6 +40,13 @@ PYBIND11_MODULE(_kvcompact, m) {
     openblas_set_num_threads(n);
   }, py::arg("n"), "Worker threads of OpenMP and OpenBLAS (as the CLI's --threads).");
   m.def("get_threads", [] { return omp_get_max_threads(); }, "OpenMP's current maximum number of threads.");
+  m.def("set_fast_mode", [](bool on) {
+    kvcompact::set_matmul_mode(on ? kvcompact::MatmulMode::FastQuant : kvcompact::MatmulMode::Exact);
+  }, py::arg("on"), "The CLI's --fast-quant for this process: int8 activations in decoding, bfloat16 AMX prefill.");
+  m.def("fast_mode", [] { return kvcompact::matmul_mode() == kvcompact::MatmulMode::FastQuant; },
+        "Whether the fast (not exact) matmul mode is on.");
+  m.def("amx_prefill_available", [] { return kvcompact::bf16_matmul_available(); },
+        "Whether the fast mode's prefill runs on AMX tiles here (AMX-BF16 CPU and build).");
 
   kvcompact::py_bind::bind_compact(m);
   kvcompact::py_bind::bind_model(m);

@@ -315,3 +315,28 @@ def test_newcomer_review_fixes(stories):
     want = kvcompact.compact_head(K.float().numpy(), K.float().numpy(), Q.float().numpy(), ratio=0.25)
     got = kvcompact.compact_head(K, K, Q, ratio=0.25)
     assert all(np.array_equal(w, g) for w, g in zip(want, got))
+
+
+def test_fast_mode_prefill_close_to_exact_smollm2():
+    """set_fast_mode: prefill of a 24-token prompt in bfloat16 on AMX (where the CPU has it) stays
+    close to the exact logits, and is bit-identical to them where it does not run (fallback)."""
+    model = kvcompact.Model(str(require(SMOLLM2)))
+    ids = model.tokenize("The capital of France is Paris. The capital of Italy is Rome. The capital of Spain is")
+    assert len(ids) > 16 and not kvcompact.fast_mode()
+    exact = model.logits(ids)
+    kvcompact.set_fast_mode(True)
+    try:
+        assert kvcompact.fast_mode()
+        fast = model.logits(ids)
+    finally:
+        kvcompact.set_fast_mode(False)
+    assert not kvcompact.fast_mode()
+    if not kvcompact.amx_prefill_available():
+        assert np.array_equal(fast, exact)
+        return
+    scale = np.abs(exact).max(axis=1)
+    rel = np.abs(fast.astype(np.float64) - exact).max(axis=1) / scale
+    print(f"fast vs exact: max |logit diff| / max |logit| = {rel.max():.3g}")
+    assert 0 < rel.max() <= 3e-2, rel.max()  # bf16 rounding: changed, but only a little
+    assert np.mean(fast.argmax(axis=1) == exact.argmax(axis=1)) >= 0.9
+    assert np.array_equal(model.logits(ids), exact)  # back to exact
