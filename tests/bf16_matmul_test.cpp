@@ -17,19 +17,11 @@
 #include "ops/bf16_gemm.h"
 #include "ops/isa.h"
 #include "ops/matmul.h"
+#include "kernel_state.h"
 #include "random_blocks.h"
 
 namespace kvcompact {
 namespace {
-
-struct KernelState {
-  Isa isa = kernel_isa();
-  MatmulMode mode = matmul_mode();
-  ~KernelState() {
-    set_kernel_isa(isa);
-    set_matmul_mode(mode);
-  }
-};
 
 float bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
 

@@ -18,6 +18,7 @@
 #include "ops/isa.h"
 #include "ops/matmul.h"
 #include "ops/quant_dot.h"
+#include "kernel_state.h"
 #include "random_blocks.h"
 
 namespace kvcompact {
@@ -28,15 +29,6 @@ const std::vector<WeightType> kAllTypes = {
     WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1, WeightType::Q8_1, WeightType::Q2_K,
     WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
 
-/// Restores the kernel level and matmul mode a test changed.
-struct KernelState {
-  Isa isa = kernel_isa();
-  MatmulMode mode = matmul_mode();
-  ~KernelState() {
-    set_kernel_isa(isa);
-    set_matmul_mode(mode);
-  }
-};
 
 std::vector<Isa> levels() {
   std::vector<Isa> v;

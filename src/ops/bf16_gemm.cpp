@@ -18,7 +18,9 @@
 #include <unistd.h>
 #define KVC_BF16_GEMM 1
 // GCC 12 reports its own _mm512_undefined_* placeholders (self-initialised) as maybe-uninitialised.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace kvcompact {

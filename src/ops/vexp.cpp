@@ -8,8 +8,10 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 // GCC 12 reports its own _mm512_undefined_* placeholders (self-initialised) as uninitialised.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #endif
 
 namespace kvcompact {
