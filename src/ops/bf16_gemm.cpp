@@ -1,11 +1,9 @@
 #include "ops/bf16_gemm.h"
 
 #include <fmt/format.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "core/dequant.h"

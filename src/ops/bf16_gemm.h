@@ -1,19 +1,19 @@
-// Prefill matmul in bfloat16 with AVX-512 BF16 dot products (vdpbf16ps): the fast-mode (--fast-quant)
-// path for many rows of activations against typed weights. Weights and activations are rounded to
-// bfloat16 (8 significant bits, round to nearest even); each pair of products is summed and added
-// to a float32 accumulator. Twice the multiply-adds per instruction of the float32 sgemm path, and
-// about as exact as running the model in bfloat16 (relative error of a dot product ~ 2^-8 /
-// sqrt(terms) for random signs). llama.cpp's prefill likewise rounds activations (to bf16 for BF16
-// weights, to int8 blocks for quantised ones).
+// Prefill matmul in bfloat16 on Intel AMX tiles (tdpbf16ps): the fast-mode (--fast-quant) path for
+// many rows of activations against typed weights. Weights and activations are rounded to bfloat16
+// (8 significant bits, round to nearest even); the tiles add pairs of exact bf16 products into
+// float32 accumulators. About as exact as running the model in bfloat16 (relative error of a dot
+// product ~ 2^-8 / sqrt(terms) for random signs). llama.cpp's prefill likewise rounds activations
+// (to bf16 for BF16 weights, to int8 blocks for quantised ones).
 #pragma once
 
 #include "core/weight_matrix.h"
 
 namespace kvcompact {
 
-/// Whether bf16_matmul_wt runs on this process: the build targets AVX-512 BF16 (e.g. -march=native
-/// on a CPU that has it), the CPU reports avx512bf16, and kernel_isa() is Avx512 (KVC_ISA=avx2 or
-/// scalar turns it off, which is how tests force the fallback).
+/// Whether bf16_matmul_wt runs on this process: the build targets AMX-TILE, AMX-BF16 and AVX-512
+/// BF16 (e.g. -march=native on a CPU that has them, Linux), cpuid reports AMX-BF16 and AMX-TILE,
+/// Linux granted the tile state (arch_prctl, asked once per process), and kernel_isa() is Avx512
+/// (KVC_ISA=avx2 or scalar turns it off, which is how tests force the fallback).
 bool bf16_matmul_available();
 
 /// Y = bf16(X) bf16(W)^T with float32 accumulation. X: [n, in] float32, W: [out, in] of any weight

@@ -33,9 +33,10 @@ void set_matmul_mode(MatmulMode mode);
 /// streamed once through a fused decode-and-dot kernel against the n rows of X (ops/typed_dot.h,
 /// AVX-512 where kernel_isa() allows, else decode to a per-thread buffer and dot); float32
 /// accumulation. With MatmulMode::FastQuant and a supported type: int8 dots (ops/quant_dot.h).
-/// n > 4: F32 through cblas_sgemm directly; with MatmulMode::FastQuant and AMX, bf16_matmul_wt; other types (F16, BF16, ggml blocks) in blocks of W's
-/// rows decoded to float32 into a thread-local scratch buffer (about 16 MiB, rows decoded in
-/// parallel), each block multiplied with sgemm, so W stays in its storage type.
+/// n > 4: F32 through cblas_sgemm directly; with MatmulMode::FastQuant and AMX, bf16_matmul_wt;
+/// otherwise the other types (F16, BF16, ggml blocks) in blocks of W's rows decoded to float32 into
+/// a thread-local scratch buffer (about 16 MiB, rows decoded in parallel), each block multiplied
+/// with sgemm, so W stays in its storage type.
 /// Throws Error when W's shape (or size) is not [out, in]. Reference twin: matmul_wt_typed_ref.
 void matmul_wt(const float* X, const WeightMatrix& W, float* Y, int n, int in, int out);
 

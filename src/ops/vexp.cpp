@@ -86,9 +86,9 @@ void exp_inplace(float* __restrict x, std::size_t n) {
     const __mmask16 m = tail_mask(n - i);
     _mm512_mask_storeu_ps(x + i, m, exp16(_mm512_maskz_loadu_ps(m, x + i)));
   }
-  return;
-#endif
+#else
   for (std::size_t i = 0; i < n; ++i) x[i] = exp_one(x[i]);
+#endif
 }
 
 float exp_shifted_sum(float* __restrict x, std::size_t n, float shift) {
@@ -108,7 +108,7 @@ float exp_shifted_sum(float* __restrict x, std::size_t n, float shift) {
     acc = _mm512_mask_add_ps(acc, m, acc, e);
   }
   return _mm512_reduce_add_ps(acc);
-#endif
+#else
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (std::size_t i = 0; i < n; ++i) {
@@ -116,6 +116,7 @@ float exp_shifted_sum(float* __restrict x, std::size_t n, float shift) {
     sum += x[i];
   }
   return sum;
+#endif
 }
 
 float max_value(const float* __restrict x, std::size_t n) {
