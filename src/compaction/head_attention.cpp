@@ -6,6 +6,13 @@
 #include <cstddef>
 
 #include <cblas.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 reports its own _mm512_undefined_* placeholders (self-initialised) as maybe-uninitialised.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#endif
 #include <omp.h>
 #include <fmt/format.h>
 
@@ -22,6 +29,28 @@ constexpr std::size_t kParallelMin = std::size_t{1} << 15;
 std::size_t rows_per_block(int n, int width) {
   const std::size_t w = static_cast<std::size_t>(std::max(width, 1));
   return std::max<std::size_t>(1, std::min<std::size_t>(static_cast<std::size_t>(n), kBlockLogits / w));
+}
+
+/// Per-key sums of one softmax row: with p_j = e[j] * inv, sum[j] += p_j, sq[j] += p_j^2,
+/// mx[j] = max(mx[j], p_j), for e, sum, sq, mx: [n] (distinct arrays; explicit AVX-512 where
+/// built for it: the compiler cannot vectorise the loop past the possible aliasing).
+void add_column_stats(const float* e, std::size_t n, float inv, float* sum, float* sq, float* mx) {
+  std::size_t j = 0;
+#if defined(__AVX512F__)
+  const __m512 vi = _mm512_set1_ps(inv);
+  for (; j + 16 <= n; j += 16) {
+    const __m512 p = _mm512_mul_ps(_mm512_loadu_ps(e + j), vi);
+    _mm512_storeu_ps(sum + j, _mm512_add_ps(_mm512_loadu_ps(sum + j), p));
+    _mm512_storeu_ps(sq + j, _mm512_fmadd_ps(p, p, _mm512_loadu_ps(sq + j)));
+    _mm512_storeu_ps(mx + j, _mm512_max_ps(_mm512_loadu_ps(mx + j), p));
+  }
+#endif
+  for (; j < n; ++j) {
+    const float p = e[j] * inv;
+    sum[j] += p;
+    sq[j] += p * p;
+    mx[j] = std::max(mx[j], p);
+  }
 }
 
 void check_finite(const float* p, std::size_t count, const char* where, const char* what) {
@@ -168,7 +197,7 @@ HeadAttentionStats compute_head_attention_f32(const HeadCompactionInput& in) {
   if (n == 0) return st;
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  constexpr std::size_t kRows = 256;
+  constexpr std::size_t kRows = 1024;
   const std::size_t block = std::min(kRows, N);
   const std::size_t n_blocks = (N + block - 1) / block;
   // Blocks of queries in parallel, each thread with its own buffers and per-key sums (inside an
@@ -203,15 +232,8 @@ HeadAttentionStats compute_head_attention_f32(const HeadCompactionInput& in) {
         if (in.key_bias != nullptr)
           for (std::size_t j = 0; j < TT; ++j) a[j] += in.key_bias[j];
         const float m = max_value(a, TT);
-        const float z = exp_shifted_sum(a, TT, m);
-        const float inv = 1.0f / z;
-        for (std::size_t j = 0; j < TT; ++j) {
-          const float p = a[j] * inv;
-          a[j] = p;
-          l.bsum[j] += p;
-          l.bsq[j] += p * p;
-          l.bmax[j] = std::max(l.bmax[j], p);
-        }
+        const float z = exp_shifted_sum(a, TT, m);  // a holds exp(S - m); normalised in Y below
+        add_column_stats(a, TT, 1.0f / z, l.bsum.data(), l.bsq.data(), l.bmax.data());
         st.row_max[b0 + r] = m;
         st.mass[b0 + r] = z;
       }
@@ -220,10 +242,13 @@ HeadAttentionStats compute_head_attention_f32(const HeadCompactionInput& in) {
         l.sq[j] += l.bsq[j];
         l.max[j] = std::max(l.max[j], static_cast<double>(l.bmax[j]));
       }
-      // Y_b = A V : [nb, d].
+      // Y_b = softmax(A) V = diag(1 / z) exp(A - m) V : [nb, d].
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nb), d, T, 1.0f,
                   l.A.data(), T, in.values, d, 0.0f, l.Y.data(), d);
-      for (std::size_t i = 0; i < nb * D; ++i) st.output[b0 * D + i] = l.Y[i];
+      for (std::size_t r = 0; r < nb; ++r) {
+        const float inv = 1.0f / static_cast<float>(st.mass[b0 + r]);
+        for (std::size_t c = 0; c < D; ++c) st.output[(b0 + r) * D + c] = l.Y[r * D + c] * inv;
+      }
     }
   }
   for (const Local& l : local)
