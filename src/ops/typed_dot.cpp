@@ -151,6 +151,24 @@ struct DecQ5 {
   }
 };
 
+/// The 8 groups' d * scale (dsc) and dmin * min (mmn) of a Q4_K / Q5_K block p, as float32: ggml's
+/// kmask arithmetic on the 12 scale bytes in one xmm (32-bit lanes: u0 & k1 | (u2 & k2) |
+/// ((u0 >> 6) & k3) << 4 | u1 & k1 | ((u2 >> 4) & k2) | ((u1 >> 6) & k3) << 4 = scales 0-3, 4-7,
+/// mins 0-3, 4-7), then one float32 multiply each: the same products as scale_min_k4.
+inline void k_scales_mins(const std::uint8_t* p, __m256& dsc, __m256& mmn) {
+  const __m128i u = load128(p + 4);  // 12 scale bytes + 4 bytes of the block that are not used
+  const __m128i a = _mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0));  // u0 u2 u1 u2
+  const __m128i b = _mm_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
+  const __m128i even = _mm_and_si128(a, _mm_set1_epi32(0x3f3f3f3f));
+  const __m128i odd = _mm_or_si128(
+      _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)), _mm_set1_epi32(0x0f0f0f0f)),
+      _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(b, 6), _mm_set1_epi32(0x03030303)), 4));
+  const __m128i sm = _mm_blend_epi32(even, odd, 0b1010);  // bytes 0-7 scales, 8-15 mins
+  dsc = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(p))), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)));
+  mmn = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(p + 2))),
+                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
+}
+
 // Q4_K / Q5_K: 8 groups of 32 with their own scale and min; per group a table d1 * q - m1.
 template <bool kQ5>
 struct DecQ45K {
@@ -158,22 +176,8 @@ struct DecQ45K {
   static constexpr int BYTES = kQ5 ? 176 : 144;
   static constexpr bool kDense = false;
   template <class E> static void block(const std::uint8_t* p, E&& emit) {
-    // The 8 groups' 6-bit scales and mins unpacked in one xmm (ggml's kmask arithmetic on the 12
-    // scale bytes, 32-bit lanes: u0 & k1 | (u2 & k2) | ((u0 >> 6) & k3) << 4 | u1 & k1 |
-    // ((u2 >> 4) & k2) | ((u1 >> 6) & k3) << 4 = scales 0-3, 4-7, mins 0-3, 4-7), then
-    // d * scale and dmin * min as 8 floats each: the same float32 products as scale_min_k4
-    // followed by one multiply per group, without ~16 scalar operations per group.
-    const __m128i u = load128(p + 4);  // 12 scale bytes + 4 bytes of the block that are not used
-    const __m128i a = _mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0));  // u0 u2 u1 u2
-    const __m128i b = _mm_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
-    const __m128i even = _mm_and_si128(a, _mm_set1_epi32(0x3f3f3f3f));
-    const __m128i odd = _mm_or_si128(
-        _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)), _mm_set1_epi32(0x0f0f0f0f)),
-        _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(b, 6), _mm_set1_epi32(0x03030303)), 4));
-    const __m128i sm = _mm_blend_epi32(even, odd, 0b1010);  // bytes 0-7 scales, 8-15 mins
-    const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(p))), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)));
-    const __m256 mmn = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(p + 2))),
-                                     _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
+    __m256 dsc, mmn;  // without ~16 scalar operations per group
+    k_scales_mins(p, dsc, mmn);
     const __m512 dsc16 = _mm512_castps256_ps512(dsc), mmn16 = _mm512_castps256_ps512(mmn);
     const std::uint8_t* qs = p + (kQ5 ? 48 : 16);
     [[maybe_unused]] const __m256i qh = kQ5 ? load256(p + 16) : _mm256_setzero_si256();
@@ -382,18 +386,8 @@ void rows_q4k_avx512(const std::uint8_t* base, std::size_t rb, int r0, int r1, c
     for (int b = 0; b < nb; ++b) {
       const std::uint8_t* p = row + static_cast<std::size_t>(b) * BYTES;
       prefetch_stream(p, BYTES);
-      // d * scale and dmin * min for the 8 groups, as in DecQ45K.
-      const __m128i u = load128(p + 4);
-      const __m128i a = _mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0));
-      const __m128i bb = _mm_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0));
-      const __m128i even = _mm_and_si128(a, _mm_set1_epi32(0x3f3f3f3f));
-      const __m128i odd = _mm_or_si128(
-          _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)), _mm_set1_epi32(0x0f0f0f0f)),
-          _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(bb, 6), _mm_set1_epi32(0x03030303)), 4));
-      const __m128i sm = _mm_blend_epi32(even, odd, 0b1010);
-      const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(p))), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)));
-      const __m256 mmn = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(p + 2))),
-                                       _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
+      __m256 dsc, mmn;
+      k_scales_mins(p, dsc, mmn);
       for (int i = 0; i < N; ++i)
         macc[i] = _mm256_fmadd_ps(mmn, _mm256_loadu_ps(sx.data() + static_cast<std::size_t>(i) * ng + 8 * b), macc[i]);
       const __m512 dsc16 = _mm512_castps256_ps512(dsc);
