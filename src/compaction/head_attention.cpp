@@ -197,7 +197,7 @@ HeadAttentionStats compute_head_attention_f32(const HeadCompactionInput& in) {
   if (n == 0) return st;
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  constexpr std::size_t kRows = 1024;
+  constexpr std::size_t kRows = 256;
   const std::size_t block = std::min(kRows, N);
   const std::size_t n_blocks = (N + block - 1) / block;
   // Blocks of queries in parallel, each thread with its own buffers and per-key sums (inside an
