@@ -69,6 +69,11 @@ def module_section(module: str, path: Path) -> list:
             lines += class_section(module, node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and public(node.name):
             lines += [f"### `{module}.{signature(node, False)}`", ""] + doc_block(node)
+        elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+              and public(node.targets[0].id) and path.suffix == ".pyi"):
+            # A type alias of the stubs (e.g. HeadResult, what compact_head returns): its definition.
+            value = " ".join(ast.unparse(node.value).split())
+            lines += [f"### type `{module}.{node.targets[0].id}` = `{value}`", ""]
     return lines
 
 

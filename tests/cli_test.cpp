@@ -65,6 +65,28 @@ TEST(Cli, RatioOutsideUnitInterval) {
   expect_one_line_error(run_cli("compact-eval --model " + kBin + " --data " + kData + " --docs 1 --ratios -0.1"), "-0.1");
 }
 
+TEST(Cli, EmptyOrUnderflowingRatioIsRefused) {
+  // "" and 1e-400 once read as 0 (strtod's underflow) and kept no entries, with exit 0.
+  const std::string ctx = write_tmp("ratio_ctx.txt", "Once upon a time there was a cat. It liked to play.\n");
+  const std::string out = std::string(KVC_TEST_TMP) + "/ratio_refused.kvc";
+  for (const char* bad : {"''", "1e-400", "abc", "1.5"})
+    expect_one_line_error(run_cli("compact --model " + kBin + " --context " + ctx + " --ratio " + bad + " -o " + out),
+                          "--ratio");
+  expect_one_line_error(run_cli("compact-eval --model " + kBin + " --data " + kData + " --docs 1 --ratios 0.1,1e-400"),
+                        "1e-400");
+  // A tiny but representable ratio keeps one entry per head (t = max(1, floor(r T))).
+  const CliRun ok = run_cli("compact --model " + kBin + " --context " + ctx + " --ratio 1e-300 -o " + out);
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_NE((ok.out + ok.err).find("20 of 360 entries kept"), std::string::npos) << ok.out << ok.err;
+}
+
+TEST(Cli, ContextLongerThanEveryDocumentIsNamed) {
+  // Used to say "--skip 0 leaves no documents" though no --skip was given.
+  expect_one_line_error(run_cli("compact-eval --model " + kBin + " --data " + kData +
+                                " --context-tokens 100000 --continuation-tokens 5"),
+                        "--context-tokens 100000");
+}
+
 TEST(Cli, UnknownMethodListsTheValidOnes) {
   CliRun r = run_cli("compact-eval --model " + kBin + " --data " + kData + " --docs 1 --methods h3o,am");
   expect_one_line_error(r, "h3o");

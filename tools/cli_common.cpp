@@ -5,10 +5,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 
 #include "core/error.h"
 #include "ops/matmul.h"
@@ -72,6 +74,31 @@ CLI::Validator positive_number() {
       "POSITIVE");
 }
 
+namespace {
+
+/// Parses a whole string as a finite double; false for "", trailing text, inf / nan, and a value
+/// too small for a double (strtod's ERANGE underflow: "1e-400" would otherwise read as 0).
+bool parse_finite(const std::string& v, double& x) {
+  char* end = nullptr;
+  errno = 0;
+  x = std::strtod(v.c_str(), &end);
+  const bool underflow = errno == ERANGE && std::fabs(x) < std::numeric_limits<double>::min();
+  return end != v.c_str() && *end == '\0' && std::isfinite(x) && !underflow;
+}
+
+}  // namespace
+
+CLI::Validator ratio_number() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        double x = 0;
+        if (!parse_finite(v, x) || !(x >= 0 && x <= 1))
+          return "must be a number in [0, 1] that a double can hold, got '" + v + "'";
+        return "";
+      },
+      "RATIO");
+}
+
 CLI::Validator non_negative_number() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
@@ -96,10 +123,9 @@ void warn_past_max_seq_len(long long positions, int max_seq_len) {
 std::vector<double> parse_number_list(const std::string& option, const std::string& text) {
   std::vector<double> out;
   for (const auto& item : split_list(text, option)) {
-    char* end = nullptr;
-    double v = std::strtod(item.c_str(), &end);
-    if (end == item.c_str() || *end != '\0' || !std::isfinite(v))
-      throw Error(fmt::format("{}: '{}' is not a number", option, item));
+    double v = 0;
+    if (!parse_finite(item, v))
+      throw Error(fmt::format("{}: '{}' is not a finite number a double can hold", option, item));
     out.push_back(v);
   }
   if (out.empty()) throw Error(fmt::format("{}: empty list", option));

@@ -50,6 +50,8 @@ void check_max_head_ratio(double ratio, bool with_budgets);
 
 CLI::Validator positive_number();
 CLI::Validator non_negative_number();
+/// A keep ratio: a whole finite number in [0, 1]; "" and values that underflow a double (1e-400) are refused.
+CLI::Validator ratio_number();
 
 // Each command file registers its subcommand and returns the runner to call when it is chosen.
 Runner register_info(CLI::App& app, CommonOptions& common);

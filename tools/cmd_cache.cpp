@@ -106,7 +106,7 @@ Runner register_compact(CLI::App& app, CommonOptions& common) {
   add_model_options(cmd, o->m);
   cmd->add_option("--context", o->context, "UTF-8 text file: its whole text (trimmed) is one context, encoded with BOS")
       ->required();
-  cmd->add_option("--ratio", o->ratio, "keep ratio r in [0, 1]");
+  cmd->add_option("--ratio", o->ratio, "keep ratio r in [0, 1]")->check(ratio_number());
   cmd->add_option("--method", o->method, fmt::format("compaction method spec (`kvcompact methods`), families: {}", fmt::join(method_family_names(), ", ")));
   cmd->add_option("-o,--output", o->out, "the .kvc file to write")->required();
   cmd->add_option("--seed", o->seed, "seed of the random baseline");

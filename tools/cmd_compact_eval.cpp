@@ -152,6 +152,10 @@ Runner register_compact_eval(CLI::App& app, CommonOptions& common) {
           ++skipped;
         }
       }
+      if (docs.empty())
+        throw Error(fmt::format("{}: no document has the {} tokens that --context-tokens {} + --continuation-tokens {} "
+                                "need (the model's max_seq_len is {})",
+                                o->data, need, o->context_tokens, o->continuation_tokens, model.config.max_seq_len));
       if (!common.json)
         std::fprintf(stderr, "compact-eval: %zu documents of at least %d tokens (%d shorter ones skipped)\n",
                      docs.size(), need, skipped);

@@ -56,7 +56,7 @@ Runner register_influence(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--budgets", o->budgets,
                   "per-head budget proportions (kvcompact budget) for the heads not swept, at total ratio --baseline");
   cmd->add_option("--ratios", o->ratios, "ratio grid: start:stop:count or a comma list, in [0, 1]");
-  cmd->add_option("--baseline", o->baseline, "ratio of every head not being swept (must be on the grid)");
+  cmd->add_option("--baseline", o->baseline, "ratio of every head not being swept (must be on the grid)")->check(ratio_number());
   cmd->add_option("--heads", o->heads, "all (every KV head of the global layers), or KV heads like L0H0,L3H1");
   cmd->add_option("--docs", o->docs, "use the first N documents")->check(positive_number());
   cmd->add_option("--method", o->method, "compaction method spec (see `kvcompact methods`)");

@@ -42,7 +42,8 @@ def compact_head(
     see method_help()); **options are more settings of it, e.g. iters=4, pool=("max", 5),
     c2=("ridge", 1e-4) -> "am,iters=4,pool=max:5,c2=ridge:1e-4". context_queries:
     [T * group_size, d], the context's own queries (position-major, then query head), needed by
-    snapkv, h2o, tova-like methods. seed: for "random" (used as given). Layer-scoped methods
+    snapkv, h2o, tova-like methods whenever their scores are used (snapkv keeping no more than its
+    recent window keeps the last keys and does not read them). seed: for "random" (used as given). Layer-scoped methods
     (tova, adakv) are refused; use compact_cache. The GIL is released during the compute.
 
     Returns (C1 [t, d], beta [t] (nats, added to the logits q.k/sqrt(d)), C2 [t, d],

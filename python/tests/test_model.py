@@ -68,6 +68,8 @@ def test_logits_equal_transformers_smollm2(tmp):
 def test_model_errors():
     with pytest.raises(kvcompact.Error, match="no_such_model.gguf"):
         kvcompact.Model("/nonexistent/no_such_model.gguf")
+    with pytest.raises(kvcompact.Error, match="model path is empty"):
+        kvcompact.Model("")
     m = kvcompact.Model(str(require(STORIES)))
     with pytest.raises(ValueError, match="512"):
         m.logits([1, 512])

@@ -231,6 +231,7 @@ std::string find_llama2c_tokenizer(const std::string& model_path) {
 }  // namespace
 
 Model load_model(const std::string& path, const std::string& tokenizer_path) {
+  if (path.empty()) throw Error("model path is empty (give a .gguf, llama2.c .bin or Hugging Face checkpoint folder)");
   if (is_hf_checkpoint_dir(path)) {
     if (!tokenizer_path.empty()) {
       throw Error(fmt::format("{}: a Hugging Face checkpoint folder uses its tokenizer.json; drop the "
