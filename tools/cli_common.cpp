@@ -34,6 +34,9 @@ void apply_common_options(const CommonOptions& common) {
 
 void apply_threads(int threads) {
   if (threads <= 0) return;
+  if (const int cpus = omp_get_num_procs(); threads > cpus)
+    std::fprintf(stderr, "kvcompact: warning: --threads %d is more than the %d CPUs here (threads then wait for each other)\n",
+                 threads, cpus);
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);
 }
