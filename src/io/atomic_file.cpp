@@ -26,12 +26,12 @@ void write_file_atomic(const std::string& path, std::string_view contents) {
   const std::string tmp = fmt::format("{}.tmp.{}.{}", path, host, static_cast<long>(getpid()));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(fmt::format("{}: cannot open for writing", tmp));
+    if (!out) throw Error(fmt::format("{}: cannot open for writing (through the temporary file {})", path, tmp));
     out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
     out.flush();
     if (!out) {
       std::remove(tmp.c_str());
-      throw Error(fmt::format("{}: write failed (disk full?)", tmp));
+      throw Error(fmt::format("{}: write failed (disk full?) at the temporary file {}", path, tmp));
     }
   }
   fs::rename(tmp, target, ec);
