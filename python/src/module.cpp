@@ -42,7 +42,7 @@ PYBIND11_MODULE(_kvcompact, m) {
   m.def("get_threads", [] { return omp_get_max_threads(); }, "OpenMP's current maximum number of threads.");
   m.def("set_fast_mode", [](bool on) {
     kvcompact::set_matmul_mode(on ? kvcompact::MatmulMode::FastQuant : kvcompact::MatmulMode::Exact);
-  }, py::arg("on"), "The CLI's --fast-quant for this process: int8 activations in decoding, bfloat16 AMX prefill.");
+  }, py::arg("on").noconvert(), "The CLI's --fast-quant for this process (on: a bool): int8 activations in decoding, bfloat16 AMX prefill.");
   m.def("fast_mode", [] { return kvcompact::matmul_mode() == kvcompact::MatmulMode::FastQuant; },
         "Whether the fast (not exact) matmul mode is on.");
   m.def("amx_prefill_available", [] { return kvcompact::bf16_matmul_available(); },

@@ -342,3 +342,18 @@ def test_fast_mode_prefill_close_to_exact_smollm2():
     assert 0 < rel.max() <= 3e-2, rel.max()  # bf16 rounding: changed, but only a little
     assert np.mean(fast.argmax(axis=1) == exact.argmax(axis=1)) >= 0.9
     assert np.array_equal(model.logits(ids), exact)  # back to exact
+
+
+def test_fast_mode_switch_takes_only_a_bool():
+    """set_fast_mode(None) / (2.5) used to be read as False / True; the switch takes a bool only."""
+    before = kvcompact.fast_mode()
+    for bad in (None, 2.5, "yes"):
+        with pytest.raises(TypeError):
+            kvcompact.set_fast_mode(bad)
+    assert kvcompact.fast_mode() == before
+    kvcompact.set_fast_mode(True)
+    try:
+        assert kvcompact.fast_mode()
+    finally:
+        kvcompact.set_fast_mode(False)
+    assert not kvcompact.fast_mode()
