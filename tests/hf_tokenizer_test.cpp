@@ -33,7 +33,7 @@
 #include "loaders/llama2c_checkpoint.h"
 #include "io/unicode_nfc.h"
 #include "io/unicode_regex.h"
-#include "io/utf8.h"
+#include "core/utf8.h"
 #include "python_ref.h"
 
 namespace kvcompact {

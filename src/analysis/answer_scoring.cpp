@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "io/utf8.h"
+#include "core/utf8.h"
 
 namespace kvcompact {
 

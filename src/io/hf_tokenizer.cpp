@@ -22,7 +22,7 @@
 #include "core/error.h"
 #include "io/unicode_nfc.h"
 #include "io/unicode_regex.h"
-#include "io/utf8.h"
+#include "core/utf8.h"
 
 namespace kvcompact {
 namespace {

@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "io/jinja_builtins.h"
 #include "io/jinja_value.h"
-#include "io/utf8.h"
+#include "core/utf8.h"
 
 namespace kvcompact::jinja {
 namespace {

@@ -10,7 +10,7 @@
 #include <cwctype>
 #include <locale.h>
 
-#include "io/utf8.h"
+#include "core/utf8.h"
 
 namespace kvcompact::jinja {
 namespace {

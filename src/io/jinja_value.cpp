@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "io/utf8.h"
+#include "core/utf8.h"
 
 namespace kvcompact::jinja {
 

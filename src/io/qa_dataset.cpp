@@ -1,6 +1,6 @@
 #include "io/qa_dataset.h"
 
-#include "io/utf8.h"
+#include "core/utf8.h"
 
 #include <fmt/format.h>
 

@@ -6,7 +6,7 @@
 #include <iterator>
 #include <vector>
 
-#include "io/utf8.h"
+#include "core/utf8.h"
 
 namespace kvcompact {
 namespace {

@@ -6,7 +6,7 @@
 #include <pcre2.h>
 
 #include "core/error.h"
-#include "io/utf8.h"
+#include "core/utf8.h"
 
 namespace kvcompact {
 

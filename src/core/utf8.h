@@ -1,4 +1,4 @@
-// Small UTF-8 helpers shared by the Hugging Face tokenizer, NFC and Jinja code.
+// Small UTF-8 helpers shared by error messages (core/error.cpp), the Hugging Face tokenizer, NFC and Jinja code.
 #pragma once
 
 #include <cstdint>
