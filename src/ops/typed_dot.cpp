@@ -15,7 +15,9 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define KVC_TYPED_DOT_AVX512 1
 // GCC 12 reports its own _mm512_undefined_* placeholders (self-initialised) as maybe-uninitialised.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace kvcompact {
@@ -414,9 +416,7 @@ void rows_q4k_avx512(const std::uint8_t* base, std::size_t rb, int r0, int r1, c
     for (int i = 0; i < N; ++i) {
       const float dot = _mm512_reduce_add_ps(
           _mm512_add_ps(_mm512_add_ps(acc[i][0], acc[i][1]), _mm512_add_ps(acc[i][2], acc[i][3])));
-      const __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(macc[i]), _mm256_extractf128_ps(macc[i], 1));
-      const __m128 m2 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
-      Y[static_cast<std::size_t>(i) * ldy + o] = dot - _mm_cvtss_f32(_mm_add_ss(m2, _mm_movehdup_ps(m2)));
+      Y[static_cast<std::size_t>(i) * ldy + o] = dot - _mm512_reduce_add_ps(_mm512_zextps256_ps512(macc[i]));
     }
   }
 }
