@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev liblapacke-dev
           nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libgtest-dev libgmock-dev
-          libbenchmark-dev librsvg2-bin nodejs)
+          libbenchmark-dev librsvg2-bin nodejs libcpp-httplib-dev chromium chromium-driver)
 install=1
 build_dir=build
 extra=()

@@ -77,6 +77,7 @@ Runner register_mask_eval(CLI::App& app, CommonOptions& common);    // tools/cmd
 Runner register_budget_eval(CLI::App& app, CommonOptions& common);  // tools/cmd_compact_eval.cpp
 Runner register_speed(CLI::App& app, CommonOptions& common);        // tools/cmd_speed.cpp
 Runner register_task_eval(CLI::App& app, CommonOptions& common);    // tools/cmd_task_eval.cpp
+Runner register_serve(CLI::App& app, CommonOptions& common);        // tools/cmd_serve.cpp
 
 /// `generate --cache FILE`: continue from a saved .kvc cache (tools/cmd_cache.cpp).
 struct GenerateFromCacheArgs {

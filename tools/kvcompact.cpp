@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
   add(register_budget_eval);
   add(register_speed);
   add(register_task_eval);
+  add(register_serve);
 
   try {
     app.parse(argc, argv);

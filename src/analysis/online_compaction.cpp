@@ -18,6 +18,7 @@ namespace {
 
 void check_options(const OnlineCompactionOptions& o) {
   if (o.keep_recent < 0) throw Error(fmt::format("online compaction: keep_recent {} is negative", o.keep_recent));
+  if (o.keep_prefix < 0) throw Error(fmt::format("online compaction: keep_prefix {} is negative", o.keep_prefix));
   if (o.limit <= o.keep_recent)
     throw Error(fmt::format("online compaction: the limit {} must exceed keep_recent {}", o.limit, o.keep_recent));
   if (!(o.ratio > 0 && o.ratio <= 1)) throw Error(fmt::format("online compaction: ratio {} is outside (0, 1]", o.ratio));
@@ -36,13 +37,13 @@ void check_options(const OnlineCompactionOptions& o) {
 }
 
 /// True when the method only selected entries: values are the originals and beta is 0.
-bool is_selection(const CompactedHead& c, const HeadCache& h, int d) {
+bool is_selection(const CompactedHead& c, const HeadCache& h, int d, std::size_t offset) {
   for (float b : c.beta)
     if (b != 0.0f) return false;
   const std::size_t D = static_cast<std::size_t>(d);
   for (std::size_t i = 0; i < c.selected.size(); ++i)
     if (!std::equal(c.values.begin() + i * D, c.values.begin() + (i + 1) * D,
-                    h.values.begin() + static_cast<std::size_t>(c.selected[i]) * D))
+                    h.values.begin() + (offset + static_cast<std::size_t>(c.selected[i])) * D))
       return false;
   return true;
 }
@@ -57,10 +58,15 @@ OnlineCompactionEvent compact_all_but_recent(const Transformer& model, const Tok
   OnlineCompactionEvent ev;
   ev.tokens_fed = static_cast<int>(history.size());
   ev.entries_before = cache.total_entries();
-  ReferenceQueries queries = repeat_queries_over(model, tokenizer, cache, history);
-  queries.subsample(options.method.queries.total_cap, options.seed + static_cast<uint64_t>(compaction_index));
+  const bool need_queries = uses_reference_queries(options.method);
+  ReferenceQueries queries;
+  if (need_queries) {
+    queries = repeat_queries_over(model, tokenizer, cache, history);
+    queries.subsample(options.method.queries.total_cap, options.seed + static_cast<uint64_t>(compaction_index));
+  }
   const int L = cache.n_layers(), H = cache.n_kv_heads(), d = cache.head_dim();
   const std::size_t D = static_cast<std::size_t>(d), keep = static_cast<std::size_t>(options.keep_recent);
+  const std::size_t pre = static_cast<std::size_t>(options.keep_prefix);
   std::exception_ptr failure;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int idx = 0; idx < L * H; ++idx) {
@@ -68,26 +74,32 @@ OnlineCompactionEvent compact_all_but_recent(const Transformer& model, const Tok
     if (cache.sliding(l)) continue;
     try {
       HeadCache& h = cache.head(l, g);
-      if (h.length() <= keep) continue;
-      const std::size_t P = h.length() - keep;  // the older entries, compacted
+      if (h.length() <= pre + keep) continue;
+      const std::size_t P = h.length() - keep;  // entries [pre, P) are compacted
       HeadCompactionInput in;
-      in.keys = h.keys.data();
-      in.values = h.values.data();
-      in.T = static_cast<int>(P);
+      in.keys = h.keys.data() + pre * D;
+      in.values = h.values.data() + pre * D;
+      in.T = static_cast<int>(P - pre);
       in.head_dim = d;
-      in.queries = queries.at(l, g).data();
-      in.n_queries = queries.count(l, g);
-      if (h.has_bias()) in.key_bias = h.beta.data();
+      if (need_queries) {
+        in.queries = queries.at(l, g).data();
+        in.n_queries = queries.count(l, g);
+      }
+      if (h.has_bias()) in.key_bias = h.beta.data() + pre;
       const int t = kept_entries(options.ratio, in.T);
       CompactedHead c = compact_head(options.method, in, t, l, L,
                                      head_seed(options.seed + static_cast<uint64_t>(compaction_index), l, g, H));
-      if (in.key_bias != nullptr && is_selection(c, h, d))  // selected entries keep their old bias
-        for (std::size_t i = 0; i < c.selected.size(); ++i) c.beta[i] = h.beta[static_cast<std::size_t>(c.selected[i])];
+      if (in.key_bias != nullptr && is_selection(c, h, d, pre))  // selected entries keep their old bias
+        for (std::size_t i = 0; i < c.selected.size(); ++i) c.beta[i] = h.beta[pre + static_cast<std::size_t>(c.selected[i])];
       HeadCache out;
-      out.keys = std::move(c.keys);
-      out.values = std::move(c.values);
-      out.beta = std::move(c.beta);
-      for (int s : c.selected) out.positions.push_back(h.positions[static_cast<std::size_t>(s)]);
+      out.keys.assign(h.keys.begin(), h.keys.begin() + pre * D);
+      out.values.assign(h.values.begin(), h.values.begin() + pre * D);
+      out.beta.assign(h.beta.begin(), h.beta.begin() + pre);
+      out.positions.assign(h.positions.begin(), h.positions.begin() + pre);
+      out.keys.insert(out.keys.end(), c.keys.begin(), c.keys.end());
+      out.values.insert(out.values.end(), c.values.begin(), c.values.end());
+      out.beta.insert(out.beta.end(), c.beta.begin(), c.beta.end());
+      for (int s : c.selected) out.positions.push_back(h.positions[pre + static_cast<std::size_t>(s)]);
       out.keys.insert(out.keys.end(), h.keys.begin() + P * D, h.keys.end());
       out.values.insert(out.values.end(), h.values.begin() + P * D, h.values.end());
       out.beta.insert(out.beta.end(), h.beta.begin() + P, h.beta.end());

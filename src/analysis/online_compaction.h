@@ -24,6 +24,7 @@ namespace kvcompact {
 struct OnlineCompactionOptions {
   int limit = 0;            ///< compact when a head of a global layer holds >= limit entries (> keep_recent)
   int keep_recent = 64;     ///< the newest entries of every head, kept verbatim (the paper's protected tokens)
+  int keep_prefix = 0;      ///< the oldest entries of every head (a chat template's system prefix), kept verbatim
   double ratio = 0.1;       ///< the older n entries of a head keep max(1, floor(ratio * n)), ratio in (0, 1]
   MethodSpec method;        ///< default am; its reference queries must be `repeat` (the only source here)
   int max_compactions = 0;  ///< at most this many compactions (0: no limit)
@@ -38,14 +39,14 @@ struct OnlineCompactionEvent {
   double seconds = 0;             ///< wall time of the compaction, reference queries included
 };
 
-/// Compacts, in place, every head of every global layer of `cache` except its newest
-/// keep_recent entries, which stay as they are (sliding-window layers are never compacted). The
-/// older n entries become max(1, floor(ratio n)) by options.method, fitted to the attention of
+/// Compacts, in place, every head of every global layer of `cache` except its first keep_prefix
+/// and its newest keep_recent entries, which stay as they are (sliding-window layers are never
+/// compacted). The n entries between them become max(1, floor(ratio n)) by options.method, fitted to the attention of
 /// reference queries from repeat-prefill of `history` (every token fed so far, BOS first) over
 /// the current cache (repeat_queries_over). Entries compacted before carry their beta into the
 /// fit (HeadCompactionInput::key_bias); for methods that only select entries (beta 0, values
 /// unchanged), the kept entries keep their old beta. next_position is unchanged. A head with at
-/// most keep_recent entries is left alone. Returns the event (tokens_fed = history size).
+/// most keep_prefix + keep_recent entries is left alone. Returns the event (tokens_fed = history size).
 /// Throws Error for options out of range, a method needing the context's own queries (snapkv,
 /// h2o, ...: none exist mid-generation), query sources other than repeat, or a layer-scoped
 /// method (tova, adakv).
