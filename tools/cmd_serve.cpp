@@ -159,7 +159,7 @@ Runner register_serve(CLI::App& app, CommonOptions& common) {
   struct Opts {
     ModelOptions m;
     std::string host = "127.0.0.1", method = "am", save_path, api_key, alias;
-    int port = 8080, ctx = 4096, slots = 4, queue = 16, keep_recent = 256, prefill_chunk = 512;
+    int port = 8080, ctx = 4096, slots = 4, queue = 16, keep_recent = -1, prefill_chunk = 512;
     double target_ratio = 0.5, kv_budget_mib = 0, high_water = 0.75;
     long long max_body = 2 << 20;
     serve::ApiLimits limits;
@@ -174,7 +174,7 @@ Runner register_serve(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--slots", o->slots, "requests generating at once, decoded in one batched forward (default 4)");
   cmd->add_option("--queue", o->queue, "requests that may wait for a slot; more get HTTP 429 (default 16)");
   cmd->add_option("--method", o->method, "compaction method spec (default am: Attention Matching; also streaming, recent, knorm, keydiff, random, ...)");
-  cmd->add_option("--keep-recent", o->keep_recent, "newest tokens kept verbatim at a compaction (default 256)");
+  cmd->add_option("--keep-recent", o->keep_recent, "newest tokens kept verbatim at a compaction (default min(256, --ctx / 8))");
   cmd->add_option("--target-ratio", o->target_ratio, "after a compaction the largest head holds this fraction of --ctx (default 0.5)");
   cmd->add_option("--high-water", o->high_water, "between turns, compact ahead when the largest head holds more than this fraction of --ctx (default 0.75)");
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "prompt tokens fed per step and request (default 512)");
@@ -196,7 +196,7 @@ Runner register_serve(CLI::App& app, CommonOptions& common) {
     serve::EngineOptions eo;
     eo.policy.ctx = o->ctx;
     eo.policy.method = parse_method_spec(o->method);
-    eo.policy.keep_recent = o->keep_recent;
+    eo.policy.keep_recent = o->keep_recent >= 0 ? o->keep_recent : std::min(256, o->ctx / 8);
     eo.policy.target_ratio = o->target_ratio;
     eo.policy.high_water = o->high_water;
     eo.kv_budget_bytes = static_cast<std::size_t>(o->kv_budget_mib * 1024 * 1024);
@@ -282,7 +282,7 @@ Runner register_serve(CLI::App& app, CommonOptions& common) {
                        {"saved", s.saved}});
       res.set_content(serve::dump(out), "application/json");
     });
-    svr.Post(R"(/slots/([^/]+))", [st](const httplib::Request& req, httplib::Response& res) {
+    svr.Post(R"(/slots/(.+))", [st](const httplib::Request& req, httplib::Response& res) {
       try {
         if (!st->ready) throw ApiError(503, "the model is loading", "", "", "server_error");
         const std::string id = req.matches[1];

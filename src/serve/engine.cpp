@@ -164,8 +164,16 @@ EngineMetrics Engine::metrics() const {
 
 void Engine::refresh_metrics(const std::vector<std::unique_ptr<Active>>& active) {
   std::vector<SessionInfo> sessions = store_->list();
+  // A session checked out by a request is listed from the request (the store may still list
+  // its saved file).
+  sessions.erase(std::remove_if(sessions.begin(), sessions.end(),
+                                [&](const SessionInfo& s) {
+                                  return std::any_of(active.begin(), active.end(),
+                                                     [&](const auto& a) { return a->s && a->s->id == s.id; });
+                                }),
+                 sessions.end());
   for (const auto& a : active)
-    sessions.push_back({a->s->id, a->s->tokens.size(), a->s->cache.total_entries(), allocated_bytes(a->s->cache),
+    if (a->s) sessions.push_back({a->s->id, a->s->tokens.size(), a->s->cache.total_entries(), allocated_bytes(a->s->cache),
                         longest_global_head(a->s->cache), a->s->compactions, true, false});
   std::lock_guard<std::mutex> lock(mu_);
   metrics_.sessions = std::move(sessions);
@@ -271,6 +279,7 @@ void Engine::admit(std::vector<std::unique_ptr<Active>>& active) {
       req = std::move(queue_.front().second);
       queue_.pop_front();
       metrics_.queued = static_cast<int>(queue_.size());
+      metrics_.in_flight = static_cast<int>(active.size()) + 1;  // submit() counts free slots by it
     }
     if (t->cancelled()) {
       std::lock_guard<std::mutex> lock(mu_);

@@ -25,6 +25,8 @@ class Server:
 
     def __init__(self, *args, api_key=API_KEY, timeout=180):
         if not BIN.exists() or not MODEL.exists():
+            if os.environ.get("KVC_REQUIRE_SHARED") == "1":  # CI: a missing model is a failure
+                pytest.fail(f"needs {BIN} and {MODEL} (scripts/setup.sh)")
             pytest.skip(f"needs {BIN} and {MODEL} (scripts/setup.sh)")
         cmd = [str(BIN), "serve", "--model", str(MODEL), "--port", "0", "--threads", "2", *args]
         if api_key:

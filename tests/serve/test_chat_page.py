@@ -59,7 +59,7 @@ class Server:
         self.lines = []
         self.proc = subprocess.Popen(
             [str(BIN), "serve", "--model", str(MODEL), "--host", "127.0.0.1", "--port", "0", "--ctx", "512",
-             "--threads", "2"],
+             "--keep-recent", "128", "--threads", "2"],
             cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             errors="replace")
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -211,6 +211,7 @@ def test_two_turns_show_cache_figures(server, browser):
     assert st["model"] == MODEL.stem, st
     assert st["busy"] == "0" and not st["sendDisabled"]
     # A short answer keeps the test quick on two threads; temperature stays at its default, 0.
+    driver.find_element(By.CSS_SELECTOR, "#settings summary").click()
     assert driver.find_element(By.ID, "temperature").get_attribute("value") == "0"
     max_tokens = driver.find_element(By.ID, "max-tokens")
     max_tokens.clear()
