@@ -275,7 +275,12 @@ def test_kill_9_mid_stream_keeps_the_saved_session(tmp_path):
         r1 = c.chat.completions.create(model=model, messages=msgs, max_tokens=16, temperature=0)
         msgs += [{"role": "assistant", "content": r1.choices[0].message.content},
                  {"role": "user", "content": "What is my locker code? Then count from one to twenty."}]
-        assert list(slots.glob("*.kvc")), "the finished turn was not saved"
+        # The session is written right after the answer went out (not before: writing does not
+        # delay the answer); the worker finishes it before it takes the next request.
+        deadline = time.time() + 30
+        while not list(slots.glob("*.kvc")):
+            assert time.time() < deadline, "the finished turn was not saved"
+            time.sleep(0.1)
         got = ""
         stream = c.chat.completions.create(model=model, messages=msgs, max_tokens=60, temperature=0, stream=True)
         for ch in stream:
