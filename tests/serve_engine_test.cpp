@@ -113,6 +113,45 @@ TEST_F(ServeTest, CompactionKeepsPrefixAndRecentVerbatim) {
   EXPECT_EQ(allocated_bytes(s.cache), s.cache.total_entries() * (2 * d + 2) * 4);
 }
 
+// SnapKV mid-conversation: the recent tokens' queries (fed again) are its observation window; it
+// keeps the prefix and the recent window and selects the rest by their votes.
+TEST_F(ServeTest, SnapKvVotesWithTheRecentTokens) {
+  const Transformer tr(model_->config, model_->weights);
+  Session s;
+  s.tokens = ids(kStory);
+  s.cache = tr.make_cache();
+  ForwardOptions fo;
+  fo.logits = LogitsMode::None;
+  tr.forward(s.tokens, s.cache, fo);
+  const KVCache full = s.cache;
+  const int T = static_cast<int>(s.tokens.size());
+  s.protected_prefix = 4;
+  CompactionPolicy p;
+  p.ctx = T;
+  p.keep_recent = 8;
+  p.method = parse_method_spec("snapkv:window=4");
+  EXPECT_THROW(check_policy(p), Error);  // the window must be the recent tokens
+  p.method = parse_method_spec("snapkv:window=8");
+  check_policy(p);
+  CompactionReport r;
+  ASSERT_TRUE(compact_session(tr, *model_->tokenizer, p, s, &r));
+  EXPECT_LE(r.longest_after, static_cast<std::size_t>(p.target_entries()));
+  EXPECT_EQ(s.cache.next_position, T);
+  const std::size_t d = static_cast<std::size_t>(full.head_dim());
+  for (int l = 0; l < full.n_layers(); ++l)
+    for (int g = 0; g < full.n_kv_heads(); ++g) {
+      const HeadCache &f = full.head(l, g), &h = s.cache.head(l, g);
+      const std::size_t n = h.length();
+      ASSERT_GT(n, 12u);
+      EXPECT_TRUE(std::equal(f.keys.begin(), f.keys.begin() + 4 * d, h.keys.begin()));
+      for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(h.positions[n - 8 + i], T - 8 + static_cast<int>(i));
+      for (std::size_t i = 0; i < 8 * d; ++i)  // fed again in one forward: equal up to summation order
+        EXPECT_NEAR(h.keys[(n - 8) * d + i], f.keys[(static_cast<std::size_t>(T) - 8) * d + i], 1e-4);
+      for (float b : h.beta) EXPECT_EQ(b, 0.0f);  // a selection: no bias
+      for (std::size_t i = 1; i < n; ++i) EXPECT_LT(h.positions[i - 1], h.positions[i]);
+    }
+}
+
 TEST_F(ServeTest, PolicyChecksNameTheOption) {
   CompactionPolicy p;
   p.ctx = 8;

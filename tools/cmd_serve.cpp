@@ -197,6 +197,8 @@ Runner register_serve(CLI::App& app, CommonOptions& common) {
     eo.policy.ctx = o->ctx;
     eo.policy.method = parse_method_spec(o->method);
     eo.policy.keep_recent = o->keep_recent >= 0 ? o->keep_recent : std::min(256, o->ctx / 8);
+    // Plain snapkv: its observation window becomes the recent tokens (serve/policy.h).
+    if (o->method == "snapkv") eo.policy.method = parse_method_spec(fmt::format("snapkv:window={}", eo.policy.keep_recent));
     eo.policy.target_ratio = o->target_ratio;
     eo.policy.high_water = o->high_water;
     eo.kv_budget_bytes = static_cast<std::size_t>(o->kv_budget_mib * 1024 * 1024);

@@ -299,8 +299,8 @@ DocumentInfluence sweep_context(
     hc.begin_sweep(grid_max_t);
     compact_s += seconds_since(t_share);
     const int first_layer = options.reuse_prefix ? head.layer : 0;
-    // A point whose compacted head is the baseline head itself (the baseline ratio) has the
-    // baseline cache, so its delta is exactly 0 and it is not evaluated.
+    // A point whose compacted head is the baseline head itself (the baseline budget, or equal
+    // arrays) has the baseline cache, so its delta is exactly 0 and it is not evaluated.
     const HeadCache& baseline_head = base.head(head.layer, head.kv_head);
     delta.assign(options.grid.size(), 0.0);
     std::vector<std::size_t> todo;  // grid indices of the points in the current batch
@@ -315,7 +315,11 @@ DocumentInfluence sweep_context(
       }
       todo.clear();
     };
+    const int head_t_base = t_base[static_cast<std::size_t>(head.layer) * H + head.kv_head];
     for (std::size_t g = 0; g < options.grid.size(); ++g) {
+      // The head's own baseline budget: the same method, budget and seed as the baseline head, so
+      // the point is the baseline (the sweep's shared factorisation may round it differently).
+      if (kept_entries(options.grid[g], T) == head_t_base) continue;
       const auto t_compact = std::chrono::steady_clock::now();
       HeadCache compacted = to_head_cache(hc.compact(kept_entries(options.grid[g], T)), src);
       compact_s += seconds_since(t_compact);

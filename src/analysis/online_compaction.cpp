@@ -16,7 +16,7 @@
 namespace kvcompact {
 namespace {
 
-void check_options(const OnlineCompactionOptions& o) {
+void check_options(const OnlineCompactionOptions& o, bool recent_queries = false) {
   if (o.keep_recent < 0) throw Error(fmt::format("online compaction: keep_recent {} is negative", o.keep_recent));
   if (o.keep_prefix < 0) throw Error(fmt::format("online compaction: keep_prefix {} is negative", o.keep_prefix));
   if (o.limit <= o.keep_recent)
@@ -24,7 +24,7 @@ void check_options(const OnlineCompactionOptions& o) {
   if (!(o.ratio > 0 && o.ratio <= 1)) throw Error(fmt::format("online compaction: ratio {} is outside (0, 1]", o.ratio));
   if (o.max_compactions < 0)
     throw Error(fmt::format("online compaction: max_compactions {} is negative", o.max_compactions));
-  if (uses_context_queries(o.method))
+  if (uses_context_queries(o.method) && !(recent_queries && o.method.name() == "snapkv"))
     throw Error(fmt::format("online compaction: {} needs the context's own queries, which do not exist during "
                             "generation (use am, attn-nofit, random, recent, knorm, ...)", to_string(o.method)));
   if (is_layer_scoped(o.method))
@@ -52,8 +52,9 @@ bool is_selection(const CompactedHead& c, const HeadCache& h, int d, std::size_t
 
 OnlineCompactionEvent compact_all_but_recent(const Transformer& model, const Tokenizer& tokenizer, KVCache& cache,
                                              std::span<const int> history, const OnlineCompactionOptions& options,
-                                             int compaction_index) {
-  check_options(options);
+                                             int compaction_index, const ReferenceQueries* recent_queries) {
+  check_options(options, recent_queries != nullptr);
+  const bool window_votes = uses_context_queries(options.method);  // snapkv over the recent tokens' queries
   const auto t0 = std::chrono::steady_clock::now();
   OnlineCompactionEvent ev;
   ev.tokens_fed = static_cast<int>(history.size());
@@ -86,7 +87,22 @@ OnlineCompactionEvent compact_all_but_recent(const Transformer& model, const Tok
         in.n_queries = queries.count(l, g);
       }
       if (h.has_bias()) in.key_bias = h.beta.data() + pre;
-      const int t = kept_entries(options.ratio, in.T);
+      int t = kept_entries(options.ratio, in.T);
+      std::vector<float> window_queries;
+      if (window_votes) {
+        // SnapKV's context is the compacted range plus the recent entries, whose queries are its
+        // observation window (the rows before them are never read): it keeps the window verbatim.
+        const std::vector<float>& rq = recent_queries->at(l, g);
+        const std::size_t rows = static_cast<std::size_t>(recent_queries->count(l, g));
+        if (keep == 0 || rows % keep != 0)
+          throw Error(fmt::format("online compaction: {} recent query rows for {} recent entries", rows, keep));
+        in.T = static_cast<int>(h.length() - pre);
+        in.group_size = static_cast<int>(rows / keep);
+        window_queries.assign(static_cast<std::size_t>(in.T) * rows / keep * D, 0.0f);
+        std::copy(rq.begin(), rq.end(), window_queries.end() - static_cast<std::ptrdiff_t>(rq.size()));
+        in.context_queries = window_queries.data();
+        t += static_cast<int>(keep);
+      }
       CompactedHead c = compact_head(options.method, in, t, l, L,
                                      head_seed(options.seed + static_cast<uint64_t>(compaction_index), l, g, H));
       if (in.key_bias != nullptr && is_selection(c, h, d, pre))  // selected entries keep their old bias
@@ -100,6 +116,10 @@ OnlineCompactionEvent compact_all_but_recent(const Transformer& model, const Tok
       out.values.insert(out.values.end(), c.values.begin(), c.values.end());
       out.beta.insert(out.beta.end(), c.beta.begin(), c.beta.end());
       for (int s : c.selected) out.positions.push_back(h.positions[pre + static_cast<std::size_t>(s)]);
+      if (window_votes) {  // the recent entries are among the selected ones
+        h = std::move(out);
+        continue;
+      }
       out.keys.insert(out.keys.end(), h.keys.begin() + P * D, h.keys.end());
       out.values.insert(out.values.end(), h.values.begin() + P * D, h.values.end());
       out.beta.insert(out.beta.end(), h.beta.begin() + P, h.beta.end());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "compaction/method_spec.h"
+#include "compaction/reference_queries.h"
 #include "core/kv_cache.h"
 #include "io/tokenizer.h"
 #include "model/generate.h"
@@ -50,9 +51,15 @@ struct OnlineCompactionEvent {
 /// Throws Error for options out of range, a method needing the context's own queries (snapkv,
 /// h2o, ...: none exist mid-generation), query sources other than repeat, or a layer-scoped
 /// method (tova, adakv).
+/// `recent_queries` (optional): the queries of the newest keep_recent tokens, every query head of
+/// each KV head's group, position-major ([keep_recent * group, head_dim] per head, e.g. from a
+/// QueryCollector while they were fed). With them SnapKV (`snapkv:window=W`, W = keep_recent)
+/// works mid-conversation: its context is the compacted range plus the recent entries, these are
+/// its observation window, and it keeps the window and the range's entries they attend to most.
 OnlineCompactionEvent compact_all_but_recent(const Transformer& model, const Tokenizer& tokenizer, KVCache& cache,
                                              std::span<const int> history, const OnlineCompactionOptions& options,
-                                             int compaction_index = 0);
+                                             int compaction_index = 0,
+                                             const ReferenceQueries* recent_queries = nullptr);
 
 /// generate() (model/generate.h: same prompt, steps, sampling and stopping) that runs
 /// compact_all_but_recent whenever a global head reaches options.limit entries, at most

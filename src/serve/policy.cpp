@@ -6,6 +6,8 @@
 #include <chrono>
 
 #include "analysis/online_compaction.h"
+#include "compaction/methods/snapkv.h"
+#include "compaction/reference_queries.h"
 #include "core/error.h"
 
 namespace kvcompact::serve {
@@ -19,9 +21,14 @@ void check_policy(const CompactionPolicy& p) {
   if (p.keep_recent < 0 || p.keep_recent >= p.target_entries())
     throw Error(fmt::format("--keep-recent {}: must be in [0, {}) (--target-ratio {} of --ctx {})", p.keep_recent,
                             p.target_entries(), p.target_ratio, p.ctx));
-  if (uses_context_queries(p.method) || is_layer_scoped(p.method))
+  if (p.method.name() == "snapkv") {
+    if (p.method.as<SnapKvMethod>().options().window != p.keep_recent)
+      throw Error(fmt::format("--method {}: mid-conversation SnapKV's observation window is the recent tokens: "
+                              "give window={} (= --keep-recent) or plain snapkv", to_string(p.method), p.keep_recent));
+    if (p.keep_recent < 1) throw Error("--method snapkv: needs --keep-recent >= 1 (its observation window)");
+  } else if (uses_context_queries(p.method) || is_layer_scoped(p.method))
     throw Error(fmt::format("--method {}: needs the context's own queries or a whole layer, which a running "
-                            "conversation does not have (use am, streaming, recent, knorm, keydiff, random, ...)",
+                            "conversation does not have (use am, snapkv, streaming, recent, knorm, keydiff, random, ...)",
                             to_string(p.method)));
 }
 
@@ -56,7 +63,22 @@ bool compact_session(const Transformer& model, const Tokenizer& tokenizer, const
   r.entries_before = cache.total_entries();
   r.longest_before = longest;
   if (history.size() < 2) history = std::span<const int>(s.tokens.data(), std::min<std::size_t>(2, s.tokens.size()));
-  compact_all_but_recent(model, tokenizer, cache, history, oc, s.compactions);
+  if (uses_context_queries(policy.method)) {
+    // SnapKV: the recent tokens' queries are its observation window. They are taken by feeding
+    // those tokens again (their entries are verbatim, so the cache ends as it was).
+    if (recent != policy.keep_recent) return false;  // the window would not match the recent tokens
+    const std::vector<int> tail(s.tokens.end() - recent, s.tokens.end());
+    rollback_to(cache, cache.next_position - recent, s.compacted_until);
+    ReferenceQueries rq(cache.n_layers(), cache.n_kv_heads(), cache.head_dim());
+    QueryCollector collect(model.config(), 0, rq);
+    ForwardOptions fo;
+    fo.logits = LogitsMode::None;
+    fo.observer = &collect;
+    model.forward(tail, cache, fo);
+    compact_all_but_recent(model, tokenizer, cache, history, oc, s.compactions, &rq);
+  } else {
+    compact_all_but_recent(model, tokenizer, cache, history, oc, s.compactions);
+  }
   trim_sliding_layers(cache, policy.keep_recent);
   shrink_to_fit(cache);
   r.entries_after = cache.total_entries();
