@@ -361,5 +361,44 @@ TEST_F(ServeTest, EngineBatchesSessionsAndCompactsLongConversations) {
   EXPECT_NE(d.message.find("96"), std::string::npos) << d.message;
 }
 
+// --kv-budget: a second conversation evicts the least recently used idle one, which is saved
+// first and read back from its file when its conversation goes on (its cache reused, not prefilled).
+TEST_F(ServeTest, BudgetEvictsLeastRecentlyUsedAndTheSavedSessionComesBack) {
+  const std::string dir = std::string(KVC_TEST_TMP) + "/serve_budget_" + std::to_string(static_cast<long>(getpid()));
+  std::filesystem::remove_all(dir);
+  EngineOptions eo;
+  eo.policy.ctx = 256;
+  eo.policy.keep_recent = 16;
+  eo.save_dir = dir;
+  // One session of ~40 tokens: 5 layers x 4 heads x 40 entries x (2 x 8 + 2) x 4 bytes = 57,600 bytes.
+  eo.kv_budget_bytes = 80000;
+  Engine e(*model_, eo);
+  auto ask = [&](const std::vector<int>& prompt) {
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.max_tokens = 8;
+    r.temperature = 0;
+    std::string text;
+    GenerationEvent d = run(e, r, &text);
+    EXPECT_EQ(d.kind, GenerationEvent::Kind::Done) << d.message;
+    return d;
+  };
+  std::vector<int> a = ids("Once upon a time, there was a little girl named Lily. She loved to play outside.");
+  const GenerationEvent a1 = ask(a);
+  std::vector<int> b = ids("Tom had a big red ball. He liked to kick it in the park with his dog.");
+  ask(b);
+  EXPECT_GE(e.metrics().evictions, 1u);
+  EXPECT_LE(e.metrics().kv_bytes, eo.kv_budget_bytes);
+  // Conversation a goes on: its session is read back from the save folder.
+  a.insert(a.end(), a1.tokens.begin(), a1.tokens.end());
+  std::vector<int> more = model_->tokenizer->encode(" Then", false);
+  a.insert(a.end(), more.begin(), more.end());
+  const GenerationEvent a2 = ask(a);
+  EXPECT_EQ(a2.kv.session, a1.kv.session);
+  EXPECT_GE(a2.kv.reused_tokens, static_cast<int>(a1.kv.original_tokens));
+  e.stop();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace kvcompact::serve
