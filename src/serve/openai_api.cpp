@@ -332,6 +332,8 @@ std::string prometheus_metrics(const EngineMetrics& m, const std::string& model)
   metric("decode_seconds_total", "counter", "Seconds spent in decode-only forward steps.", fmt::format("{:.6f}", m.decode_seconds));
   metric("prefill_tokens_per_second", "gauge", "Prefilled tokens per second of prefill steps.",
          fmt::format("{:.3f}", m.prefill_seconds > 0 ? m.prefilled_tokens / m.prefill_seconds : 0.0));
+  metric("decode_tokens_per_second", "gauge", "Generated tokens per second of decode-only steps (all sessions together).",
+         fmt::format("{:.3f}", m.decode_seconds > 0 ? m.generated_tokens / m.decode_seconds : 0.0));
   metric("decode_steps_total", "counter", "Batched decode steps.", m.decode_steps);
   metric("compactions_total", "counter", "KV-cache compactions.", m.compactions);
   metric("compaction_seconds_total", "counter", "Seconds spent compacting.", fmt::format("{:.6f}", m.compaction_seconds));
