@@ -39,6 +39,13 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(serve::dump(e.body()), "application/json");
 }
 
+/// A failed generation as an API error: 400 from the engine is a conversation no compaction can
+/// hold (OpenAI's context_length_exceeded), 503 the shutdown, anything else a server error.
+ApiError engine_error(const serve::GenerationEvent& e) {
+  if (e.status == 400) return ApiError(400, e.message, "messages", "context_length_exceeded");
+  return ApiError(e.status, e.message, "", "", "server_error");
+}
+
 /// The server's state shared by the handlers; the engine exists once the model has loaded.
 struct State {
   std::mutex mu;
@@ -90,7 +97,7 @@ void stream_response(httplib::Response& res, std::shared_ptr<State> st, std::sha
           }
           if (e->kind == K::Failed) {
             // Headers are out: the error travels as an event, as OpenAI's stream does.
-            send(ApiError(e->status, e->message, "", "", e->status >= 500 ? "server_error" : "invalid_request_error").body());
+            send(engine_error(*e).body());
           } else {
             chat ? send(serve::chat_chunk_json(id, st->model_id, st->created, nlohmann::json::object(), e->finish_reason))
                  : send(serve::text_chunk_json(id, st->model_id, st->created, "", e->finish_reason));
@@ -138,7 +145,7 @@ void handle_generation(const httplib::Request& http, httplib::Response& res, std
       if (e->kind == K::Text) {
         text += e->text;
       } else if (e->kind == K::Failed) {
-        throw ApiError(e->status, e->message, "", "", e->status >= 500 ? "server_error" : "invalid_request_error");
+        throw engine_error(*e);
       } else {
         res.set_content(serve::dump(chat ? serve::chat_completion_json(id, st->model_id, st->created, text, *e)
                                          : serve::text_completion_json(id, st->model_id, st->created, text, *e)),
@@ -230,7 +237,11 @@ Runner register_serve(CLI::App& app, CommonOptions& common) {
     });
     svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
-      if (res.status == 413)
+      if (res.status == 413 && req.get_header_value("Content-Type") == "application/x-www-form-urlencoded")
+        // cpp-httplib caps form-encoded bodies at 8 KiB (curl -d sends that type by default).
+        send_error(res, ApiError(413, "the body was sent as application/x-www-form-urlencoded, which is limited to 8 KiB: "
+                                      "send 'Content-Type: application/json'", "", "request_too_large"));
+      else if (res.status == 413)
         send_error(res, ApiError(413, "the request body is larger than --max-body allows", "", "request_too_large"));
       else if (res.status == 404)
         send_error(res, ApiError(404, fmt::format("no route {} {}", req.method, req.path), "", "unknown_url"));
