@@ -5,6 +5,7 @@ read from /metrics, a 40-turn conversation several times longer than --ctx, 4 co
 against the same conversations run alone, cancellation, 429, and a kill -9 + restart that keeps
 the saved session. Every server is started by the test, on 127.0.0.1, and stopped by it."""
 import json
+import re
 import subprocess
 import threading
 import time
@@ -161,6 +162,13 @@ def test_errors_arrive_as_the_clients_exceptions(server):
         openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0).models.list()
     with pytest.raises(openai.BadRequestError):
         c.chat.completions.create(model=server.model_id(), messages=[{"role": "user", "content": "x"}], max_tokens=10**7)
+    # One new message longer than --ctx: refused, naming both numbers.
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model=server.model_id(), max_tokens=4,
+                                  messages=[{"role": "user", "content": "word " * 1000}])
+    assert e.value.code == "context_length_exceeded", str(e.value)
+    numbers = [int(x) for x in re.findall(r"\d+", e.value.message)]
+    assert 384 in numbers and any(n > 1000 for n in numbers), e.value.message  # --ctx and the message's tokens
 
 
 def test_second_turn_prefills_only_new_tokens(server):
