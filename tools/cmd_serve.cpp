@@ -213,6 +213,7 @@ Runner register_serve(CLI::App& app, CommonOptions& common) {
     eo.queue = o->queue;
     eo.prefill_chunk = o->prefill_chunk;
     eo.save_dir = o->save_path;
+    eo.threads = common.threads;  // the engine's threads set their own OpenMP thread count
     serve::check_policy(eo.policy);  // bad options fail before the socket opens
     if (!std::filesystem::exists(o->m.model)) throw Error(fmt::format("{}: no such model file or folder", o->m.model));
 

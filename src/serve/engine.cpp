@@ -13,6 +13,8 @@
 #include "core/model_fingerprint.h"
 #include "model/sampler.h"
 
+#include <omp.h>
+
 namespace kvcompact::serve {
 namespace {
 
@@ -109,6 +111,7 @@ Engine::Engine(const Model& model, EngineOptions options)
       if (p == e) stop_tokens_.insert(id);
   }
   worker_ = std::thread([this] { run(); });
+  compactor_ = std::thread([this] { compact_loop(); });
 }
 
 Engine::~Engine() { stop(); }
@@ -120,7 +123,81 @@ void Engine::stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  compact_cv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  if (compactor_.joinable()) compactor_.join();
+  // Sessions the compactor finished after the worker stopped: back to the store and saved.
+  take_compacted();
+  try {
+    store_->save_all();
+  } catch (const std::exception& ex) {
+    log_line(fmt::format("serve: saving sessions at shutdown failed: {}", ex.what()));
+  }
+}
+
+void Engine::compact_loop() {
+  if (options_.threads > 0) omp_set_num_threads(options_.threads);
+  for (;;) {
+    std::unique_ptr<Session> s;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      compact_cv_.wait(lock, [&] { return stopping_ || !to_compact_.empty(); });
+      if (to_compact_.empty()) return;  // stopping, nothing left
+      s = std::move(to_compact_.front());
+      to_compact_.pop_front();
+    }
+    CompactionReport r;
+    bool done = false;
+    try {
+      done = compact_session(transformer_, *model_.tokenizer, options_.policy, *s, &r);
+    } catch (const std::exception& ex) {
+      log_line(fmt::format("serve: session {}: compaction between turns failed: {}", s->id, ex.what()));
+    }
+    if (done)
+      log_line(fmt::format("serve: session {} compacted between turns: largest head {} -> {} entries in {:.2f} s", s->id,
+                           r.longest_before, r.longest_after, r.seconds));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (done) {
+        ++metrics_.compactions;
+        metrics_.compaction_seconds += r.seconds;
+      }
+      compacted_.push_back(std::move(s));
+    }
+    cv_.notify_all();
+  }
+}
+
+void Engine::take_compacted() {
+  std::deque<std::unique_ptr<Session>> back;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    back.swap(compacted_);
+  }
+  for (auto& s : back) {
+    compacting_.erase(s->id);
+    s->dirty = true;
+    store_->put(std::move(s));
+  }
+  if (!back.empty() && store_->saving()) {
+    try {
+      store_->save_all();
+      std::lock_guard<std::mutex> lock(mu_);
+      ++metrics_.saves;
+    } catch (const std::exception& ex) {
+      log_line(fmt::format("serve: saving sessions failed: {}", ex.what()));
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_.compactions_running = static_cast<int>(compacting_.size());
+}
+
+bool Engine::waits_for_compaction(const std::vector<int>& prompt) const {
+  for (const auto& [id, tokens] : compacting_) {
+    const std::size_t m = common_prefix(tokens, prompt);
+    if (m + static_cast<std::size_t>(options_.policy.keep_recent) >= tokens.size()) return true;
+  }
+  return false;
 }
 
 std::shared_ptr<Ticket> Engine::submit(GenerationRequest request) {
@@ -238,21 +315,18 @@ void Engine::finish(Active& a, const std::string& reason) {
     std::lock_guard<std::mutex> lock(mu_);
     ++metrics_.requests;
   }
-  // Between turns: compact ahead of the next turn, save, keep the budget (the answer is out).
+  // Between turns: when the cache passed the high-water mark, the compactor thread compacts it
+  // while the worker goes on with the other sessions (the answer is out); else it is saved now.
   const CompactionPolicy& p = options_.policy;
-  if (longest_global_head(s.cache) > static_cast<std::size_t>(p.high_water * p.ctx)) {
-    CompactionReport r;
-    try {
-      if (compact_session(transformer_, *model_.tokenizer, p, s, &r)) {
-        log_line(fmt::format("serve: session {} compacted between turns: largest head {} -> {} entries in {:.2f} s",
-                             s.id, r.longest_before, r.longest_after, r.seconds));
-        std::lock_guard<std::mutex> lock(mu_);
-        ++metrics_.compactions;
-        metrics_.compaction_seconds += r.seconds;
-      }
-    } catch (const std::exception& ex) {
-      log_line(fmt::format("serve: session {}: compaction between turns failed: {}", s.id, ex.what()));
+  if (longest_global_head(s.cache) > static_cast<std::size_t>(p.high_water * p.ctx) && s.tokens.size() >= 2) {
+    compacting_[s.id] = s.tokens;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      to_compact_.push_back(std::move(a.s));
+      metrics_.compactions_running = static_cast<int>(compacting_.size());
     }
+    compact_cv_.notify_all();
+    return;
   }
   const std::string id = s.id;
   const bool save = store_->saving();
@@ -275,6 +349,9 @@ void Engine::admit(std::vector<std::unique_ptr<Active>>& active) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (queue_.empty()) return;
+      // The next turn of a conversation whose session is being compacted waits for it (it would
+      // otherwise prefill the whole history again); requests behind it wait too, in order.
+      if (!compacting_.empty() && waits_for_compaction(queue_.front().second.prompt)) return;
       t = std::move(queue_.front().first);
       req = std::move(queue_.front().second);
       queue_.pop_front();
@@ -442,16 +519,20 @@ void Engine::step(std::vector<std::unique_ptr<Active>>& active) {
 }
 
 void Engine::run() {
+  if (options_.threads > 0) omp_set_num_threads(options_.threads);
   std::vector<std::unique_ptr<Active>> active;
   for (;;) {
     std::deque<std::function<void()>> tasks;
     bool stopping;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !tasks_.empty() || !active.empty(); });
+      cv_.wait(lock, [&] {
+        return stopping_ || !queue_.empty() || !tasks_.empty() || !active.empty() || !compacted_.empty();
+      });
       tasks.swap(tasks_);
       stopping = stopping_;
     }
+    take_compacted();
     for (auto& t : tasks) t();
     if (stopping) break;
     admit(active);
@@ -470,12 +551,6 @@ void Engine::run() {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [t, r] : queue_) t->push(failed_event(503, "the server is shutting down"));
     queue_.clear();
-  }
-  try {
-    const int n = store_->save_all();
-    if (n > 0) log_line(fmt::format("serve: saved {} session(s) to {}", n, store_->save_dir()));
-  } catch (const std::exception& ex) {
-    log_line(fmt::format("serve: saving sessions at shutdown failed: {}", ex.what()));
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -34,6 +35,7 @@ struct EngineOptions {
   int queue = 16;                   ///< requests waiting at most; one more gets 429 (>= 0)
   int prefill_chunk = 512;          ///< prompt tokens fed per step and request (>= 1)
   std::string save_dir;             ///< --slot-save-path ("" = sessions are not saved)
+  int threads = 0;                  ///< OpenMP threads of the worker and the compactor (0: the default)
 };
 
 /// One generation: the rendered prompt's tokens and the sampling settings.
@@ -99,6 +101,7 @@ struct EngineMetrics {
   double compaction_seconds = 0;
   uint64_t evictions = 0, saves = 0;
   int in_flight = 0, queued = 0;
+  int compactions_running = 0;  ///< sessions being compacted between turns (in the background)
   std::size_t kv_entries = 0, kv_bytes = 0, kv_bytes_used = 0;
   std::vector<SessionInfo> sessions;  ///< idle and active
 };
@@ -140,6 +143,13 @@ class Engine {
   void release(Active& a);
   bool ensure_room(Active& a, int tokens);
   void refresh_metrics(const std::vector<std::unique_ptr<Active>>& active);
+  /// The compactor thread: compacts the sessions finish() hands it, between turns, beside the
+  /// worker's decoding, and hands them back (compacted_).
+  void compact_loop();
+  /// Puts the sessions the compactor finished back into the store (saving them if saving).
+  void take_compacted();
+  /// Whether the prompt extends a session that is being compacted (its request then waits for it).
+  bool waits_for_compaction(const std::vector<int>& prompt) const;
 
   const Model& model_;
   EngineOptions options_;
@@ -154,7 +164,10 @@ class Engine {
   std::deque<std::function<void()>> tasks_;  ///< with_store calls, run by the worker
   bool stopping_ = false;
   EngineMetrics metrics_;
-  std::thread worker_;
+  std::deque<std::unique_ptr<Session>> to_compact_, compacted_;  ///< guarded by mu_
+  std::map<std::string, std::vector<int>> compacting_;           ///< worker only: id -> history
+  std::condition_variable compact_cv_;
+  std::thread worker_, compactor_;
 };
 
 }  // namespace kvcompact::serve

@@ -335,6 +335,7 @@ std::string prometheus_metrics(const EngineMetrics& m, const std::string& model)
   metric("decode_tokens_per_second", "gauge", "Generated tokens per second of decode-only steps (all sessions together).",
          fmt::format("{:.3f}", m.decode_seconds > 0 ? m.generated_tokens / m.decode_seconds : 0.0));
   metric("decode_steps_total", "counter", "Batched decode steps.", m.decode_steps);
+  metric("compactions_running", "gauge", "Sessions being compacted between turns, beside the decoding.", m.compactions_running);
   metric("compactions_total", "counter", "KV-cache compactions.", m.compactions);
   metric("compaction_seconds_total", "counter", "Seconds spent compacting.", fmt::format("{:.6f}", m.compaction_seconds));
   metric("evictions_total", "counter", "Sessions evicted from memory by the KV budget.", m.evictions);
