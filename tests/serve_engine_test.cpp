@@ -27,6 +27,16 @@ class ServeTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete model_; }
   static std::vector<int> ids(const std::string& text) { return model_->tokenizer->encode(text, true); }
+  /// A session holding the first n tokens of `tokens` (all when n = 0), fed in one forward.
+  static Session prefilled(const Transformer& tr, const std::vector<int>& tokens, std::size_t n = 0) {
+    Session s;
+    s.tokens.assign(tokens.begin(), n == 0 ? tokens.end() : tokens.begin() + static_cast<std::ptrdiff_t>(n));
+    s.cache = tr.make_cache();
+    ForwardOptions fo;
+    fo.logits = LogitsMode::None;
+    tr.forward(s.tokens, s.cache, fo);
+    return s;
+  }
   static Model* model_;
 };
 Model* ServeTest::model_ = nullptr;
@@ -71,12 +81,7 @@ TEST_F(ServeTest, RollbackThenRefeedIsExact) {
 // head bit for bit, brings the largest head to the target, keeps next_position and positions.
 TEST_F(ServeTest, CompactionKeepsPrefixAndRecentVerbatim) {
   const Transformer tr(model_->config, model_->weights);
-  Session s;
-  s.tokens = ids(kStory);
-  s.cache = tr.make_cache();
-  ForwardOptions fo;
-  fo.logits = LogitsMode::None;
-  tr.forward(s.tokens, s.cache, fo);
+  Session s = prefilled(tr, ids(kStory));
   const KVCache full = s.cache;
   const int T = static_cast<int>(s.tokens.size());
   s.protected_prefix = 5;
@@ -117,12 +122,7 @@ TEST_F(ServeTest, CompactionKeepsPrefixAndRecentVerbatim) {
 // keeps the prefix and the recent window and selects the rest by their votes.
 TEST_F(ServeTest, SnapKvVotesWithTheRecentTokens) {
   const Transformer tr(model_->config, model_->weights);
-  Session s;
-  s.tokens = ids(kStory);
-  s.cache = tr.make_cache();
-  ForwardOptions fo;
-  fo.logits = LogitsMode::None;
-  tr.forward(s.tokens, s.cache, fo);
+  Session s = prefilled(tr, ids(kStory));
   const KVCache full = s.cache;
   const int T = static_cast<int>(s.tokens.size());
   s.protected_prefix = 4;
@@ -174,13 +174,8 @@ TEST_F(ServeTest, StoreReusesTheLongestExtendedSession) {
   SessionStore store(*model_, 1, "");
   const std::vector<int> all = ids(kStory);
   auto make = [&](std::size_t n) {
-    auto s = std::make_unique<Session>();
+    auto s = std::make_unique<Session>(prefilled(tr, all, n));
     s->id = store.new_id();
-    s->tokens.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n));
-    s->cache = tr.make_cache();
-    ForwardOptions fo;
-    fo.logits = LogitsMode::None;
-    tr.forward(s->tokens, s->cache, fo);
     return s;
   };
   store.put(make(10));

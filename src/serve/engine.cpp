@@ -128,11 +128,7 @@ void Engine::stop() {
   if (compactor_.joinable()) compactor_.join();
   // Sessions the compactor finished after the worker stopped: back to the store and saved.
   take_compacted();
-  try {
-    store_->save_all();
-  } catch (const std::exception& ex) {
-    log_line(fmt::format("serve: saving sessions at shutdown failed: {}", ex.what()));
-  }
+  save_idle();
 }
 
 void Engine::compact_loop() {
@@ -153,15 +149,9 @@ void Engine::compact_loop() {
     } catch (const std::exception& ex) {
       log_line(fmt::format("serve: session {}: compaction between turns failed: {}", s->id, ex.what()));
     }
-    if (done)
-      log_line(fmt::format("serve: session {} compacted between turns: largest head {} -> {} entries in {:.2f} s", s->id,
-                           r.longest_before, r.longest_after, r.seconds));
+    if (done) record_compaction(*s, r, "between turns");
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (done) {
-        ++metrics_.compactions;
-        metrics_.compaction_seconds += r.seconds;
-      }
       compacted_.push_back(std::move(s));
     }
     cv_.notify_all();
@@ -179,25 +169,34 @@ void Engine::take_compacted() {
     s->dirty = true;
     store_->put(std::move(s));
   }
-  if (!back.empty() && store_->saving()) {
-    try {
-      store_->save_all();
-      std::lock_guard<std::mutex> lock(mu_);
-      ++metrics_.saves;
-    } catch (const std::exception& ex) {
-      log_line(fmt::format("serve: saving sessions failed: {}", ex.what()));
-    }
-  }
+  if (!back.empty()) save_idle();
   std::lock_guard<std::mutex> lock(mu_);
   metrics_.compactions_running = static_cast<int>(compacting_.size());
 }
 
 bool Engine::waits_for_compaction(const std::vector<int>& prompt) const {
-  for (const auto& [id, tokens] : compacting_) {
-    const std::size_t m = common_prefix(tokens, prompt);
-    if (m + static_cast<std::size_t>(options_.policy.keep_recent) >= tokens.size()) return true;
+  return std::any_of(compacting_.begin(), compacting_.end(), [&](const auto& c) {
+    return SessionStore::extends(c.second, prompt, options_.policy.keep_recent);
+  });
+}
+
+void Engine::record_compaction(const Session& s, const CompactionReport& r, const char* when) {
+  log_line(fmt::format("serve: session {} compacted {} at {} tokens: largest head {} -> {} entries in {:.2f} s", s.id,
+                       when, s.tokens.size(), r.longest_before, r.longest_after, r.seconds));
+  std::lock_guard<std::mutex> lock(mu_);
+  ++metrics_.compactions;
+  metrics_.compaction_seconds += r.seconds;
+}
+
+void Engine::save_idle() {
+  if (!store_->saving()) return;
+  try {
+    store_->save_all();
+    std::lock_guard<std::mutex> lock(mu_);
+    ++metrics_.saves;
+  } catch (const std::exception& ex) {
+    log_line(fmt::format("serve: saving sessions failed: {}", ex.what()));
   }
-  return false;
 }
 
 std::shared_ptr<Ticket> Engine::submit(GenerationRequest request) {
@@ -284,11 +283,7 @@ bool Engine::ensure_room(Active& a, int tokens) {
   CompactionReport r;
   if (s.tokens.size() >= 2 && compact_session(transformer_, *model_.tokenizer, p, s, &r)) {
     a.kv.compaction_seconds += r.seconds;
-    log_line(fmt::format("serve: session {} compacted at {} tokens: largest head {} -> {} entries in {:.2f} s", s.id,
-                         s.tokens.size(), r.longest_before, r.longest_after, r.seconds));
-    std::lock_guard<std::mutex> lock(mu_);
-    ++metrics_.compactions;
-    metrics_.compaction_seconds += r.seconds;
+    record_compaction(s, r, "during a turn");
   }
   return static_cast<int>(longest_global_head(s.cache)) + std::min(tokens, 1) <= p.ctx;
 }
@@ -328,18 +323,8 @@ void Engine::finish(Active& a, const std::string& reason) {
     compact_cv_.notify_all();
     return;
   }
-  const std::string id = s.id;
-  const bool save = store_->saving();
   release(a);
-  if (save) {
-    try {
-      store_->save_all();
-      std::lock_guard<std::mutex> lock(mu_);
-      ++metrics_.saves;
-    } catch (const std::exception& ex) {
-      log_line(fmt::format("serve: saving session {} failed: {}", id, ex.what()));
-    }
-  }
+  save_idle();
 }
 
 void Engine::admit(std::vector<std::unique_ptr<Active>>& active) {

@@ -150,6 +150,10 @@ class Engine {
   void take_compacted();
   /// Whether the prompt extends a session that is being compacted (its request then waits for it).
   bool waits_for_compaction(const std::vector<int>& prompt) const;
+  /// Logs a compaction and counts it in the metrics (worker or compactor thread).
+  void record_compaction(const Session& s, const CompactionReport& r, const char* when);
+  /// Writes the idle sessions that changed to the save folder, when there is one.
+  void save_idle();
 
   const Model& model_;
   EngineOptions options_;

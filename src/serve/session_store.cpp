@@ -32,20 +32,8 @@ SessionStore::SessionStore(const Model& model, uint64_t fingerprint, std::string
     const std::string name = f.stem().string();
     try {
       check_name(name);
-      KvcFile k = read_kvc_file(f.string());
-      check_kvc_model(k, f.string(), model_.config, fingerprint_, model_.path);
-      Saved sv;
-      sv.path = f.string();
-      sv.tokens.assign(k.context_tokens.begin(), k.context_tokens.end());
-      sv.compacted_until = static_cast<int>(sv.tokens.size());
-      std::ifstream side(fs::path(f).replace_extension(".json"));
-      if (side) {
-        try {
-          const auto j = nlohmann::json::parse(side);
-          sv.compacted_until = j.value("compacted_until", sv.compacted_until);
-        } catch (const nlohmann::json::exception&) {
-        }
-      }
+      const std::unique_ptr<Session> read = read_session(f.string(), name);
+      Saved sv{f.string(), read->tokens, read->compacted_until};
       saved_[name] = std::move(sv);
       // Keep ids of restored sessions from colliding with new ones.
       if (name.size() > 1 && name[0] == 's' && std::all_of(name.begin() + 1, name.end(), ::isdigit))
@@ -75,20 +63,21 @@ void SessionStore::check_name(const std::string& name) {
                             name));
 }
 
-std::unique_ptr<Session> SessionStore::load(const std::string& id) {
-  const Saved& sv = saved_.at(id);
-  KvcFile k = read_kvc_file(sv.path);
-  check_kvc_model(k, sv.path, model_.config, fingerprint_, model_.path);
+std::unique_ptr<Session> SessionStore::read_session(const std::string& path, const std::string& id) const {
+  KvcFile k = read_kvc_file(path);
+  check_kvc_model(k, path, model_.config, fingerprint_, model_.path);
   auto s = std::make_unique<Session>();
   s->id = id;
   s->tokens.assign(k.context_tokens.begin(), k.context_tokens.end());
   s->cache = std::move(k.cache);
   s->last_logits = std::move(k.last_logits);
-  s->compacted_until = sv.compacted_until;
-  std::ifstream side(fs::path(sv.path).replace_extension(".json"));
+  // Without its serve state the whole history counts as compacted: no rollback into it.
+  s->compacted_until = static_cast<int>(s->tokens.size());
+  std::ifstream side(fs::path(path).replace_extension(".json"));
   if (side) {
     try {
       const auto j = nlohmann::json::parse(side);
+      s->compacted_until = j.value("compacted_until", s->compacted_until);
       s->protected_prefix = j.value("protected_prefix", 0);
       s->compactions = j.value("compactions", 0);
       s->compaction_seconds = j.value("compaction_seconds", 0.0);
@@ -99,13 +88,17 @@ std::unique_ptr<Session> SessionStore::load(const std::string& id) {
   return s;
 }
 
+bool SessionStore::extends(std::span<const int> history, std::span<const int> prompt, int max_rollback) {
+  return common_prefix(history, prompt) + static_cast<std::size_t>(std::max(0, max_rollback)) >= history.size();
+}
+
 Checkout SessionStore::take(std::span<const int> prompt, int max_rollback) {
   const int limit = static_cast<int>(prompt.size()) - 1;  // one token is always fed
   std::string best;
   int best_len = 0;
   auto consider = [&](const std::string& id, std::span<const int> history, int compacted_until) {
+    if (!extends(history, prompt, max_rollback)) return;  // diverges too early: another branch
     const int m = static_cast<int>(common_prefix(history, prompt));
-    if (m + max_rollback < static_cast<int>(history.size())) return;  // diverges too early: another branch
     const int use = std::min(m, limit);
     if (use < compacted_until || use <= 0) return;
     if (use > best_len) best_len = use, best = id;
@@ -123,7 +116,7 @@ Checkout SessionStore::take(std::span<const int> prompt, int max_rollback) {
     out.session = std::move(it->second);
     idle_.erase(it);
   } else {
-    out.session = load(best);
+    out.session = read_session(saved_.at(best).path, best);
   }
   Session& s = *out.session;
   if (best_len < static_cast<int>(s.tokens.size())) {
@@ -185,15 +178,9 @@ void SessionStore::restore(const std::string& name) {
   const std::string path = (fs::path(save_dir_) / (name + ".kvc")).string();
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw Error(fmt::format("{}: no such saved slot", path));
-  KvcFile k = read_kvc_file(path);
-  check_kvc_model(k, path, model_.config, fingerprint_, model_.path);
-  Saved sv;
-  sv.path = path;
-  sv.tokens.assign(k.context_tokens.begin(), k.context_tokens.end());
-  sv.compacted_until = static_cast<int>(sv.tokens.size());
-  saved_[name] = std::move(sv);
+  std::unique_ptr<Session> s = read_session(path, name);
+  saved_[name] = Saved{path, s->tokens, s->compacted_until};
   idle_.erase(name);
-  auto s = load(name);
   put(std::move(s));
 }
 

@@ -76,6 +76,10 @@ class SessionStore {
   /// A fresh id "s<n>".
   std::string new_id();
 
+  /// Whether `prompt` continues `history` but for at most its last max_rollback tokens (the rule
+  /// by which take() reuses a session).
+  static bool extends(std::span<const int> history, std::span<const int> prompt, int max_rollback);
+
   /// Checks a slot name: a plain file name of [A-Za-z0-9_.-], 1-128 bytes, not starting with '.'.
   /// Throws Error otherwise.
   static void check_name(const std::string& name);
@@ -86,7 +90,9 @@ class SessionStore {
     std::vector<int> tokens;
     int compacted_until = 0;
   };
-  std::unique_ptr<Session> load(const std::string& id);
+  /// Reads a saved session: its .kvc file (checked against the model) and the .json of its serve
+  /// state beside it. Throws Error naming the file.
+  std::unique_ptr<Session> read_session(const std::string& path, const std::string& id) const;
 
   const Model& model_;
   uint64_t fingerprint_;
