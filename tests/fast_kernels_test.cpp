@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/weight_matrix.h"
@@ -128,7 +130,7 @@ TEST(FastKernels, Int8ActivationDotsMatchScalarTwinAndFloatWithinQuantisationErr
     if (!quant_dot_supported(t)) continue;
     const std::vector<std::uint8_t> bytes = weights(t, out, in, rng);
     const WeightMatrix W = WeightMatrix::view(t, bytes.data(), out, in);
-    const int block = t == WeightType::Q4_K ? 256 : 32;
+    const int block = quant_dot_k_blocks(t) ? 256 : 32;
     for (int n = 1; n <= 4; ++n) {
       std::vector<float> R(static_cast<std::size_t>(n) * out), S(R.size());
       matmul_wt_typed_ref(X.data(), W, R.data(), n, in, out);
@@ -155,6 +157,81 @@ TEST(FastKernels, Int8ActivationDotsMatchScalarTwinAndFloatWithinQuantisationErr
         EXPECT_LT(diff, 1e-5 * scale) << "max abs diff " << diff << " to the scalar int8 twin, values up to " << scale;
       }
       set_matmul_mode(MatmulMode::Exact);
+    }
+  }
+}
+
+/// Element-wise reference of an int8 dot: W row o decoded weight by weight (weight_element_ref,
+/// written from the ggml block layouts) dotted in double with activation row i as the kernels see
+/// it, q * d of its Q8_K / Q8_0 blocks; and sum |w * y| over the row, the scale of the float32
+/// rounding the kernels add to the exact integer sums.
+std::pair<double, double> int8_reference(const WeightMatrix& W, int o, const QuantizedRows& xq, int i) {
+  const int cols = xq.cols, block = xq.k_blocks ? 256 : 32;
+  double dot = 0, mag = 0;
+  for (int k = 0; k < cols; ++k) {
+    const std::size_t at = static_cast<std::size_t>(i) * cols + k;
+    const double y = static_cast<double>(xq.q[at]) * xq.d[static_cast<std::size_t>(i) * (cols / block) + k / block];
+    const double w = weight_element_ref(W, o, k, cols);
+    dot += w * y;
+    mag += std::fabs(w * y);
+  }
+  return {dot, mag};
+}
+
+TEST(FastKernels, KQuantInt8DotsMatchTheElementWiseReference) {
+  // Every K-quant (Q8_K activations) at every level against the element-wise reference. The integer
+  // block sums are exact, so the only error is float32 rounding (one product and one sum per
+  // 256-weight block, plus the reference's own float32 weight decoding): tolerance 1e-5 of
+  // sum |w * y|. One wrong weight of 1024 moves a dot by about 1e-3 of that sum. Random bytes
+  // (every scale, sign and high bit) and a saturating case: all quant bits set with activations
+  // of +-127 (the largest maddubs pairs, 2 * 63 * 127 for Q6_K).
+  KernelState keep;
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int out = 23, in = 1024;
+  for (WeightType t : {WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K}) {
+    ASSERT_TRUE(quant_dot_supported(t)) << weight_type_name(t);
+    ASSERT_TRUE(quant_dot_k_blocks(t)) << weight_type_name(t);
+    for (bool extreme : {false, true}) {
+      std::vector<std::uint8_t> bytes = random_blocks(t, out, in, rng);
+      std::vector<float> X(static_cast<std::size_t>(4) * in);
+      for (auto& x : X) x = u(rng);
+      if (extreme) {
+        const std::vector<std::uint8_t> scales = bytes;  // keep the f16 fields of random_blocks
+        std::fill(bytes.begin(), bytes.end(), std::uint8_t{0xFF});
+        const std::size_t bb = weight_block_bytes(t);
+        const std::size_t f16_at = t == WeightType::Q6_K ? 208 : t == WeightType::Q3_K ? 108 : t == WeightType::Q2_K ? 80 : 0;
+        const std::size_t f16_n = (t == WeightType::Q6_K || t == WeightType::Q3_K) ? 2 : 4;
+        for (std::size_t b = 0; b < bytes.size() / bb; ++b)
+          std::memcpy(&bytes[b * bb + f16_at], &scales[b * bb + f16_at], f16_n);
+        for (std::size_t k = 0; k < X.size(); ++k) X[k] = (k / 3) % 2 ? 1.0f : -1.0f;
+      }
+      const WeightMatrix W = WeightMatrix::view(t, bytes.data(), out, in);
+      const std::size_t rb = weight_row_bytes(t, in);
+      for (int n = 1; n <= 4; ++n) {
+        QuantizedRows xq;
+        quantize_rows(t, X.data(), n, in, xq);
+        ASSERT_TRUE(xq.k_blocks);
+        for (Isa isa : levels()) {
+          SCOPED_TRACE(std::string(weight_type_name(t)) + (extreme ? " extreme" : " random") + " n " +
+                       std::to_string(n) + " " + isa_name(isa));
+          std::vector<float> Y(static_cast<std::size_t>(n) * out, -7.0f);
+          // Two calls over [0, 5) and [5, out): a row range that does not start at row 0.
+          quant_rows_dot(t, W.bytes(), rb, 0, 5, xq, Y.data(), out, isa);
+          quant_rows_dot(t, W.bytes(), rb, 5, out, xq, Y.data(), out, isa);
+          double worst = 0;
+          for (int i = 0; i < n; ++i)
+            for (int o = 0; o < out; ++o) {
+              const auto [ref, mag] = int8_reference(W, o, xq, i);
+              ASSERT_GT(mag, 0.0);
+              const double err = std::fabs(Y[static_cast<std::size_t>(i) * out + o] - ref);
+              ASSERT_LE(err, 1e-5 * mag) << "row " << o << " activation " << i << ": " << Y[static_cast<std::size_t>(i) * out + o]
+                                         << ", reference " << ref;
+              worst = std::max(worst, err / mag);
+            }
+          RecordProperty(std::string(weight_type_name(t)) + "_" + isa_name(isa) + "_worst", std::to_string(worst));
+        }
+      }
     }
   }
 }
