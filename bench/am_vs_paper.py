@@ -90,7 +90,7 @@ def main():
     if not os.path.isdir(os.path.join(a.paper, "compaction", "algorithms")):
         fail(f"{a.paper}: no compaction/algorithms folder (bring adamzweiger/compaction there)")
     sys.path.insert(0, a.paper)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
     from compare_paper_code import compare_selection, paper_algorithm
     try:
         import torch

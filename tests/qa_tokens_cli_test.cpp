@@ -1,5 +1,5 @@
 // `kvcompact qa-eval --tokens-json` (the ids a peer needs to score the same questions,
-// scripts/compare_kvpress_qa.py) through the CLI on stories260K: its per-question scores must
+// bench/peers/compare_kvpress_qa.py) through the CLI on stories260K: its per-question scores must
 // aggregate to the table qa-eval prints (mean answer NLL, MC accuracy per row), its ids must be
 // what was fed (BOS-led contexts of the reported mean length, one id list per option, non-empty
 // reference answers), and misuse is a one-line error.

@@ -2,7 +2,7 @@
 """kvcompact's compaction methods side by side with NVIDIA's kvpress (the peer, run as installed)
 on the same model, the same token ids, the same keep ratios and the same metric.
 
-  scripts/compare_kvpress.py --model models/SmolLM2-135M-Instruct.Q4_1.gguf \
+  bench/peers/compare_kvpress.py --model models/SmolLM2-135M-Instruct.Q4_1.gguf \
       --data ../shared/data/wikitext2/wiki.test.raw --docs 5 --context-tokens 1024 \
       --continuation-tokens 256 --ratios 0.02,0.05,0.1,0.2,0.5 [--out-json F.json]
 
@@ -73,7 +73,7 @@ def split_am_specs(text, flag="--am"):
             fail(f"{flag} {text!r}: '{item}' is not an Attention Matching spec (am[:options])")
     if not specs:
         fail(f"{flag} {text!r}: give one or more Attention Matching specs (am[:options])")
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "python"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "python"))
     try:
         import kvcompact
     except ImportError:
@@ -255,7 +255,7 @@ def main():
     ap.add_argument("--ratios", default="0.02,0.05,0.1,0.2,0.5")
     ap.add_argument("--presses", default=",".join(p for p, _ in PAIRS), help="kvpress presses to run")
     ap.add_argument("--kvcompact-only", default=",".join(KVCOMPACT_ONLY), help="extra kvcompact specs")
-    ap.add_argument("--kvcompact", default=os.path.join(os.path.dirname(__file__), "..", "build", "kvcompact"))
+    ap.add_argument("--kvcompact", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "kvcompact"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out-json", default="")
     ap.add_argument("--figure", default="", help="also draw delta NLL vs keep ratio (kvcompact solid, kvpress dashed) to this .svg")

@@ -7,9 +7,9 @@ that is never committed), per (layer, KV head), on the same cache and reference 
   kvcompact compact --model M --context ctx.txt --ratio 0.1 \
     --method am:select=omp,refit=bounded,schedule=progressive,drop=-7,iters=0,lo=-27.631021115928547,hi=7 \
     -o best.kvc --dump-heads DIR_BEST
-  scripts/compare_paper_code.py --paper /tmp/paper_compaction --dump DIR_AM --algo am [--heads N]
-  scripts/compare_paper_code.py --paper /tmp/paper_compaction --dump DIR_OMP --algo omp [--heads N]
-  scripts/compare_paper_code.py --paper /tmp/paper_compaction --dump DIR_BEST --algo omp-best [--heads N]
+  bench/peers/compare_paper_code.py --paper /tmp/paper_compaction --dump DIR_AM --algo am [--heads N]
+  bench/peers/compare_paper_code.py --paper /tmp/paper_compaction --dump DIR_OMP --algo omp [--heads N]
+  bench/peers/compare_paper_code.py --paper /tmp/paper_compaction --dump DIR_BEST --algo omp-best [--heads N]
 
 For each head in DIR (K, V, reference queries Q and kvcompact's selected / beta / C2 / seconds, as
 `compact --dump-heads` writes them) runs the paper's HighestAttentionKeysCompaction(score_method=

@@ -2,7 +2,7 @@
 """RULER accuracy of kvcompact's compaction methods side by side with kvpress's presses, on the
 same model, the same task items and the same keep ratios, in one run.
 
-  scripts/compare_kvpress_ruler.py --model models/SmolLM2-135M-Instruct.Q4_1.gguf \
+  bench/peers/compare_kvpress_ruler.py --model models/SmolLM2-135M-Instruct.Q4_1.gguf \
       --kvpress-repo /tmp/kvpress_repo --tasks ruler_niah_single_1_1024.jsonl,... --n 10 \
       --ratios 0.1,0.5 --out results/ruler_vs_kvpress [--threads 2] [--am am,am:queries=repeat+onpolicy]
 
@@ -13,7 +13,7 @@ For every task file (made by `kvcompact tasks --family ruler_<task> --context-to
    (default "am", repeat-prefill reference queries; "am:queries=repeat+onpolicy" adds on-policy
    queries); the context span is compacted, the question fed verbatim, the greedy
    answer scored by RULER's recall (string_match_all).
-2. kvpress's side: scripts/kvpress_eval.py (kvpress's own EvaluationRunner, pipeline and RULER
+2. kvpress's side: bench/peers/kvpress_eval.py (kvpress's own EvaluationRunner, pipeline and RULER
    scorer from the kvpress repository) on the same item file, fed as task-eval feeds it
    (kvpress_eval.py --plain-prompt: the same context and question ids, checked identical on
    SmolLM2, instead of kvpress's default of wrapping them in the model's chat template), each
@@ -58,7 +58,7 @@ PAIRS = [
 # setting that matters most (repeat-prefill queries; on-policy adds layer l's queries recomputed
 # with layers < l already compacted).
 AM_LABELS = {"am": "AM (repeat queries)", "am:queries=repeat+onpolicy": "AM (repeat + on-policy queries)"}
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_atomic(path, text):
@@ -185,7 +185,7 @@ def main():
             if not group:
                 continue
             crs = sorted({round(1.0 - c[3], 6) for c in missing if c[0] in group and c[0] != "no_press"})
-            run([args.python, str(ROOT / "scripts" / "kvpress_eval.py"), "--kvpress-repo", str(args.kvpress_repo),
+            run([args.python, str(ROOT / "bench" / "peers" / "kvpress_eval.py"), "--kvpress-repo", str(args.kvpress_repo),
                  "--data", str(subset), "--model", str(args.model), "--fraction", "1", "--threads",
                  str(args.threads), "--align-keep", "--plain-prompt", "--presses", ",".join(group), "--ratios",
                  ",".join(map(str, crs or [round(1.0 - ratios[0], 6)])), "--output-dir", str(kvp_dir)],

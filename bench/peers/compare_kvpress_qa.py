@@ -3,7 +3,7 @@
 (the peer, run as installed) on the same model, the same token ids, the same keep ratios and the
 same metrics, in one run.
 
-  scripts/compare_kvpress_qa.py --model models/SmolLM2-135M-Instruct.Q4_1.gguf \
+  bench/peers/compare_kvpress_qa.py --model models/SmolLM2-135M-Instruct.Q4_1.gguf \
       --data ../shared/data/quality/quality_example_one_article.jsonl --max-context-tokens 2048 \
       --ratios 0.02,0.05,0.1,0.2,0.5 --out results/qa_vs_kvpress [--threads 2]
 
@@ -15,7 +15,7 @@ same metrics, in one run.
 2. transformers loads the same GGUF (float32); one eager prefill per article captures what
    kvpress's prefill hook hands press.compress at every layer, and each press compresses it with
    its own compress, keeping t = max(1, floor(r*T)) entries per head as kvcompact does
-   (scripts/compare_kvpress.py: press_cache). The same prompt, answer and option ids are then
+   (bench/peers/compare_kvpress.py: press_cache). The same prompt, answer and option ids are then
    scored at positions T.. with the same formulas.
 3. Prints one row per (method, ratio): delta answer NLL (compacted - full) +- SEM over questions
    for each side, their paired difference (flagged `*` when |diff| > max(its SEM, 1e-4)), MC
@@ -42,7 +42,7 @@ from compare_kvpress import (PAIRS, check_snapkv_window, delta_points, load_peer
                              prefill_capture, press_cache, split_am_specs, write_comparison_figure)
 from compare_kvpress_ruler import write_atomic  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def fail(msg):

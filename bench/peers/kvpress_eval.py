@@ -10,7 +10,7 @@ tool's fetch + `git archive HEAD evaluation | tar -x -C /tmp/kvpress_repo`) and 
 --kvpress-repo at the folder holding evaluation/.
 
 usage:
-  PYTHONPATH=build/python .venv/bin/python scripts/kvpress_eval.py --kvpress-repo /tmp/kvpress_repo \
+  PYTHONPATH=build/python .venv/bin/python bench/peers/kvpress_eval.py --kvpress-repo /tmp/kvpress_repo \
       --data tasks.jsonl --model models/SmolLM2-135M-Instruct.Q4_1.gguf \
       --presses no_press,snapkv,kvcompact_am,kvcompact_snapkv --ratios 0.5,0.9 [--fraction 1] \
       [--max-new-tokens N] [--output-dir /tmp/kvpress_eval] [--threads 2]
@@ -57,7 +57,7 @@ class _Missing:
     def __getattr__(self, a):
         if a.startswith("__"):
             raise AttributeError(a)
-        raise RuntimeError(f"{self._name} is not installed (stubbed by scripts/kvpress_eval.py)")
+        raise RuntimeError(f"{self._name} is not installed (stubbed by bench/peers/kvpress_eval.py)")
 
 
 class _StubModule(types.ModuleType):
