@@ -2,7 +2,7 @@
 // does with one: proportions in layer-major order and whole keys per head.
 #include <cstdint>
 
-#include "analysis/budget_solver.h"
+#include "budgets/budget_solver.h"
 #include "fuzz_util.h"
 
 using namespace kvcompact;

@@ -2,8 +2,8 @@
 // and curve interpolation on every head.
 #include <cstdint>
 
-#include "analysis/budget_solver.h"
-#include "analysis/influence_curves.h"
+#include "budgets/budget_solver.h"
+#include "budgets/influence_curves.h"
 #include "fuzz_util.h"
 
 using namespace kvcompact;

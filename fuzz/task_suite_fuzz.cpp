@@ -1,7 +1,7 @@
 // libFuzzer harness: task suites in JSONL (parse_task_suite), re-serialized line by line.
 #include <cstdint>
 
-#include "analysis/task_suite.h"
+#include "tasks/task_suite.h"
 #include "fuzz_util.h"
 
 using namespace kvcompact;

@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "analysis/answer_generation.h"
-#include "analysis/head_intervention.h"
-#include "analysis/perplexity.h"
+#include "tasks/answer_generation.h"
+#include "heads/head_intervention.h"
+#include "metrics/perplexity.h"
 #include "core/error.h"
 #include "model/generate.h"
 #include "loaders/model_loader.h"

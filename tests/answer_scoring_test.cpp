@@ -1,7 +1,7 @@
-// Answer normalisation, exact match and stop strings (analysis/answer_scoring.h).
+// Answer normalisation, exact match and stop strings (tasks/answer_scoring.h).
 #include <gtest/gtest.h>
 
-#include "analysis/answer_scoring.h"
+#include "tasks/answer_scoring.h"
 #include "core/error.h"
 
 namespace kvcompact {

@@ -1,4 +1,4 @@
-#include "analysis/budget_solver.h"
+#include "budgets/budget_solver.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <numeric>
 #include <random>
 
-#include "analysis/influence_curves.h"
+#include "budgets/influence_curves.h"
 #include "core/error.h"
 #include "test_util.h"
 

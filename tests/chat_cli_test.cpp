@@ -14,8 +14,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "analysis/influence.h"
-#include "analysis/qa_eval.h"
+#include "studies/influence.h"
+#include "studies/qa_eval.h"
 #include "hf_test_util.h"
 #include "core/error.h"
 #include "io/hf_tokenizer.h"

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/qa_eval.h"
+#include "studies/qa_eval.h"
 #include "core/error.h"
 #include "io/jinja.h"
 #include "python_ref.h"

@@ -1,7 +1,7 @@
-// chrF (analysis/chrf.h) against hand-counted n-grams and sacreBLEU's own published test values.
+// chrF (metrics/chrf.h) against hand-counted n-grams and sacreBLEU's own published test values.
 #include <gtest/gtest.h>
 
-#include "analysis/chrf.h"
+#include "metrics/chrf.h"
 #include "core/error.h"
 
 namespace kvcompact {

@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "analysis/cloze_generator.h"
+#include "tasks/cloze_generator.h"
 #include "core/error.h"
 #include "io/qa_dataset.h"
 #include "io/text_documents.h"

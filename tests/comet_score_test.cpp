@@ -1,4 +1,4 @@
-// COMET runner (analysis/comet_score.h): a missing comet-score is a clear error; a fake comet-score
+// COMET runner (metrics/comet_score.h): a missing comet-score is a clear error; a fake comet-score
 // on PATH that prints COMET's output format gives the parsed per-segment scores.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "analysis/comet_score.h"
+#include "metrics/comet_score.h"
 #include "core/error.h"
 
 namespace kvcompact {

@@ -9,7 +9,7 @@
 
 #include <cmath>
 
-#include "analysis/compact_eval.h"
+#include "studies/compact_eval.h"
 #include "compaction/head_compaction.h"
 #include "compaction/reference_queries.h"
 #include "core/error.h"

@@ -18,7 +18,7 @@
 #include "io/json_number.h"
 #include "loaders/kvc_file.h"
 #include "loaders/llama2c_checkpoint.h"
-#include "analysis/task_suite.h"
+#include "tasks/task_suite.h"
 #include "loaders/model_loader.h"
 #include "model/model.h"
 #include "test_util.h"

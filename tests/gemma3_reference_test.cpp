@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
-#include "analysis/perplexity.h"
+#include "metrics/perplexity.h"
 #include "cli_runner.h"
 #include "io/gguf.h"
 #include "io/gguf_tokenizer.h"

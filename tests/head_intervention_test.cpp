@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "analysis/head_intervention.h"
-#include "analysis/head_means.h"
+#include "heads/head_intervention.h"
+#include "heads/head_means.h"
 #include "core/error.h"
 #include "model/transformer.h"
 #include "random_model.h"

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <fstream>
 
-#include "analysis/head_scores.h"
+#include "heads/head_scores.h"
 #include "core/error.h"
 #include "core/model_fingerprint.h"
 #include "model/transformer.h"

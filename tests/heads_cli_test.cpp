@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "analysis/head_scores.h"
-#include "analysis/mask_eval.h"
+#include "heads/head_scores.h"
+#include "studies/mask_eval.h"
 #include "cli_runner.h"
 #include "io/json_file.h"
 

@@ -1,4 +1,4 @@
-#include "analysis/influence_curves.h"
+#include "budgets/influence_curves.h"
 
 #include <gtest/gtest.h>
 

@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "analysis/budget_solver.h"
-#include "analysis/continuation_nll.h"
-#include "analysis/influence.h"
-#include "analysis/qa_eval.h"
+#include "budgets/budget_solver.h"
+#include "metrics/continuation_nll.h"
+#include "studies/influence.h"
+#include "studies/qa_eval.h"
 #include "core/error.h"
 #include "io/json_file.h"
 #include "io/qa_dataset.h"

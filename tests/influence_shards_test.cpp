@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "analysis/influence_shards.h"
+#include "studies/influence_shards.h"
 #include "cli_runner.h"
 #include "core/error.h"
 

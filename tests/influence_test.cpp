@@ -1,6 +1,6 @@
 // Influence sweeps on the real stories260K model: the fast sweep (prefix reuse) against a plain
 // recomputation, the exact zero at the baseline ratio, and resuming an interrupted run.
-#include "analysis/influence.h"
+#include "studies/influence.h"
 
 #include <gtest/gtest.h>
 

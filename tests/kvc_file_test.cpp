@@ -10,8 +10,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "analysis/continuation_nll.h"
-#include "analysis/perplexity.h"
+#include "metrics/continuation_nll.h"
+#include "metrics/perplexity.h"
 #include "compaction/compact_cache.h"
 #include "compaction/reference_queries.h"
 #include "core/error.h"

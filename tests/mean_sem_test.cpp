@@ -1,6 +1,6 @@
-// mean_sem (analysis/mean_sem.h), the one mean / std / SEM of every study, against values worked
+// mean_sem (metrics/mean_sem.h), the one mean / std / SEM of every study, against values worked
 // out by hand; and the log sink (core/log.h) that library progress lines go to.
-#include "analysis/mean_sem.h"
+#include "metrics/mean_sem.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// Compaction during generation (analysis/online_compaction.h) on the real stories260K model: the
+// Compaction during generation (compaction/online_compaction.h) on the real stories260K model: the
 // schedule worked by hand, a keep-everything method changes nothing, and entries compacted before
 // carry their beta into the next fit (HeadCompactionInput::key_bias).
-#include "analysis/online_compaction.h"
+#include "compaction/online_compaction.h"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
-// Patching head scores (analysis/patching_scores.h): a head's score is the gold answer's NLL
+// Patching head scores (heads/patching_scores.h): a head's score is the gold answer's NLL
 // increase when that head alone is masked, checked against NLLs computed here from two separate
 // plain forwards (an edited model or a hand-written observer), with a log-softmax written here.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "analysis/patching_scores.h"
+#include "heads/patching_scores.h"
 #include "core/error.h"
 #include "model/transformer.h"
 #include "random_model.h"

@@ -1,6 +1,6 @@
 // Teacher-forced NLL: hand-worked logits tables, invariants of chunked scoring, and the published
 // stories260K number.
-#include "analysis/perplexity.h"
+#include "metrics/perplexity.h"
 
 #include <gtest/gtest.h>
 

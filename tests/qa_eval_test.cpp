@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "analysis/continuation_nll.h"
-#include "analysis/perplexity.h"
-#include "analysis/qa_eval.h"
+#include "metrics/continuation_nll.h"
+#include "metrics/perplexity.h"
+#include "studies/qa_eval.h"
 #include "core/error.h"
 #include "io/qa_dataset.h"
 #include "io/text_documents.h"

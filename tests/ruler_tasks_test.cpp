@@ -1,4 +1,4 @@
-// RULER task generators (analysis/ruler_tasks.h) on the real essays with the stories260K
+// RULER task generators (tasks/ruler_tasks.h) on the real essays with the stories260K
 // tokenizer: prompt lengths within the requested tokens, context/question split, needle values
 // once at the recorded depth, references recomputed independently (the variable chain walked, the
 // common and frequent words recounted), reproducible by seed, and one-line errors.
@@ -13,10 +13,10 @@
 #include <sstream>
 #include <string>
 
-#include "analysis/answer_scoring.h"
-#include "analysis/ruler_tasks.h"
-#include "analysis/task_generators.h"
-#include "analysis/task_suite.h"
+#include "tasks/answer_scoring.h"
+#include "tasks/ruler_tasks.h"
+#include "tasks/task_generators.h"
+#include "tasks/task_suite.h"
 #include "cli_runner.h"
 #include "core/error.h"
 #include "io/hf_tokenizer.h"

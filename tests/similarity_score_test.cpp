@@ -1,5 +1,5 @@
-// Similarity scorer runner (analysis/similarity_score.h) with a fake Python that answers like the
-// scorer, its errors, and Cognitive Mirrors' accuracy rule (analysis/answer_scoring.h).
+// Similarity scorer runner (metrics/similarity_score.h) with a fake Python that answers like the
+// scorer, its errors, and Cognitive Mirrors' accuracy rule (tasks/answer_scoring.h).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,8 +8,8 @@
 #include <fstream>
 #include <string>
 
-#include "analysis/answer_scoring.h"
-#include "analysis/similarity_score.h"
+#include "tasks/answer_scoring.h"
+#include "metrics/similarity_score.h"
 #include "core/error.h"
 
 namespace kvcompact {

@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
-#include "analysis/perplexity.h"
+#include "metrics/perplexity.h"
 #include "io/gguf.h"
 #include "io/gguf_tokenizer.h"
 #include "loaders/model_loader.h"

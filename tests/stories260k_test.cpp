@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "analysis/perplexity.h"
+#include "metrics/perplexity.h"
 #include "io/text_documents.h"
 #include "model/generate.h"
 #include "loaders/model_loader.h"

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "analysis/budget_solver.h"
-#include "analysis/influence_curves.h"
+#include "budgets/budget_solver.h"
+#include "budgets/influence_curves.h"
 #include "core/error.h"
 #include "report/figures.h"
 #include "report/mask_figure.h"

@@ -13,10 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "analysis/answer_scoring.h"
-#include "analysis/compact_context.h"
-#include "analysis/task_eval.h"
-#include "analysis/task_suite.h"
+#include "tasks/answer_scoring.h"
+#include "compaction/compact_context.h"
+#include "studies/task_eval.h"
+#include "tasks/task_suite.h"
 #include "cli_runner.h"
 #include "core/error.h"
 #include "loaders/model_loader.h"

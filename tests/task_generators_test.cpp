@@ -1,4 +1,4 @@
-// Task generators (analysis/task_generators.h) on the real shared data with the stories260K
+// Task generators (tasks/task_generators.h) on the real shared data with the stories260K
 // tokenizer: reproducible by seed, needle depth and context length in tokens, references that
 // match the data files line by line.
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "analysis/task_generators.h"
+#include "tasks/task_generators.h"
 #include "core/error.h"
 #include "loaders/llama2c_checkpoint.h"
 

@@ -1,4 +1,4 @@
-// Task suite JSONL format (analysis/task_suite.h): round trip and errors named by line.
+// Task suite JSONL format (tasks/task_suite.h): round trip and errors named by line.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "analysis/task_suite.h"
+#include "tasks/task_suite.h"
 #include "core/error.h"
 
 namespace kvcompact {

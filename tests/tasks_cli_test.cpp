@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "analysis/task_suite.h"
+#include "tasks/task_suite.h"
 #include "cli_runner.h"
 
 namespace kvcompact {

@@ -1,4 +1,4 @@
-// The shared runner of sharded studies (analysis/unit_study.h), driven with a hand-made unit
+// The shared runner of sharded studies (studies/unit_study.h), driven with a hand-made unit
 // function: shards together run each unit exactly once, a rerun skips finished units, a folder
 // reads back in unit order with the missing units named, and another study, another kind or a
 // tampered unit file is refused with a one-line error naming the file.
@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "analysis/unit_study.h"
+#include "studies/unit_study.h"
 #include "cli_runner.h"
 #include "core/error.h"
 

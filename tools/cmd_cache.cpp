@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "analysis/budget_solver.h"
-#include "analysis/compact_context.h"
-#include "analysis/continuation_nll.h"
+#include "budgets/budget_solver.h"
+#include "compaction/compact_context.h"
+#include "metrics/continuation_nll.h"
 #include "cli_model.h"
 #include "compaction/chunked.h"
 #include "compaction/compact_cache.h"

@@ -6,16 +6,16 @@
 #include <cstdio>
 #include <tuple>
 
-#include "analysis/compact_eval.h"
-#include "analysis/budget_eval.h"
-#include "analysis/compact_eval_shards.h"
+#include "studies/compact_eval.h"
+#include "studies/budget_eval.h"
+#include "studies/compact_eval_shards.h"
 #include "cli_model.h"
 #include "study_reports.h"
 #include "io/atomic_file.h"
 #include "compaction/chunked.h"
 #include "core/error.h"
 #include "io/text_documents.h"
-#include "analysis/budget_solver.h"
+#include "budgets/budget_solver.h"
 #include "report/figures.h"
 #include "report/svg_plot.h"
 #include "report/table.h"

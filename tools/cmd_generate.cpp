@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <numeric>
 
-#include "analysis/qa_eval.h"
+#include "studies/qa_eval.h"
 #include "cli_model.h"
 #include "core/error.h"
-#include "analysis/online_compaction.h"
+#include "compaction/online_compaction.h"
 #include "compaction/method_spec.h"
 #include "model/generate.h"
 #include "loaders/model_loader.h"

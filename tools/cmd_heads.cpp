@@ -9,13 +9,13 @@
 #include <filesystem>
 #include <memory>
 
-#include "analysis/head_means.h"
-#include "analysis/head_scores.h"
-#include "analysis/influence_curves.h"
-#include "analysis/answer_generation.h"
-#include "analysis/mask_eval.h"
-#include "analysis/patching_scores.h"
-#include "analysis/task_suite.h"
+#include "heads/head_means.h"
+#include "heads/head_scores.h"
+#include "budgets/influence_curves.h"
+#include "tasks/answer_generation.h"
+#include "studies/mask_eval.h"
+#include "heads/patching_scores.h"
+#include "tasks/task_suite.h"
 #include "cli_common.h"
 #include "cli_model.h"
 #include "io/atomic_file.h"

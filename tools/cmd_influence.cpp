@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "analysis/budget_solver.h"
-#include "analysis/influence.h"
+#include "budgets/budget_solver.h"
+#include "studies/influence.h"
 #include "cli_model.h"
 #include "compaction/method_spec.h"
 #include "io/atomic_file.h"
@@ -250,7 +250,7 @@ Runner register_plot(CLI::App& app, CommonOptions& common) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("plot", "redraw a figure from its JSON (influence curves, budgets, budget-eval points, mask-eval or a peer comparison)");
-  cmd->add_option("input", o->input, "influence.json, a budgets JSON file, budget-eval --out-json, mask_eval.json or a comparison JSON (scripts/compare_kvpress_ruler.py)")->required();
+  cmd->add_option("input", o->input, "influence.json, a budgets JSON file, budget-eval --out-json, mask_eval.json or a comparison JSON (bench/peers/compare_kvpress_ruler.py)")->required();
   cmd->add_option("-o,--out", o->out, "figure file (.svg or .png)")->required();
   cmd->add_option("--band", o->band, "influence: sem, std or none");
   cmd->add_option("--heads", o->heads, "influence: heads to show (default all)");
@@ -271,7 +271,7 @@ Runner register_plot(CLI::App& app, CommonOptions& common) {
       }
       svg = frontier_figure(points);
       kind = "budget frontier";
-    } else if (j.value("kind", "") == "comparison") {  // written by scripts/compare_kvpress*.py
+    } else if (j.value("kind", "") == "comparison") {  // written by bench/peers/compare_kvpress*.py
       std::vector<ComparisonPoint> points;
       std::string title, y_title, peer;
       try {

@@ -5,13 +5,13 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "analysis/compact_eval_shards.h"
-#include "analysis/budget_eval.h"
-#include "analysis/influence_shards.h"
-#include "analysis/mask_eval.h"
-#include "analysis/qa_eval_shards.h"
-#include "analysis/task_eval.h"
-#include "analysis/unit_study.h"
+#include "studies/compact_eval_shards.h"
+#include "studies/budget_eval.h"
+#include "studies/influence_shards.h"
+#include "studies/mask_eval.h"
+#include "studies/qa_eval_shards.h"
+#include "studies/task_eval.h"
+#include "studies/unit_study.h"
 #include "cli_common.h"
 #include "core/error.h"
 #include "study_reports.h"

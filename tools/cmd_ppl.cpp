@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstdio>
 
-#include "analysis/head_intervention.h"
-#include "analysis/head_means.h"
-#include "analysis/perplexity.h"
+#include "heads/head_intervention.h"
+#include "heads/head_means.h"
+#include "metrics/perplexity.h"
 #include "core/model_fingerprint.h"
 #include "cli_model.h"
 #include "core/error.h"

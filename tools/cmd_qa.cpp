@@ -3,10 +3,10 @@
 
 #include <string>
 
-#include "analysis/budget_solver.h"
-#include "analysis/cloze_generator.h"
-#include "analysis/qa_eval.h"
-#include "analysis/qa_eval_shards.h"
+#include "budgets/budget_solver.h"
+#include "tasks/cloze_generator.h"
+#include "studies/qa_eval.h"
+#include "studies/qa_eval_shards.h"
 #include "cli_model.h"
 #include "io/atomic_file.h"
 #include "core/error.h"
@@ -100,7 +100,7 @@ Runner register_qa_eval(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--tokens-json", o->tokens_json,
                   "also write, per article, the token ids fed (context, question prompts, options, reference "
                   "answers) and every row's per-question scores, for running a peer on the same ids "
-                  "(scripts/compare_kvpress_qa.py); not with --out");
+                  "(bench/peers/compare_kvpress_qa.py); not with --out");
   add_common_options(cmd, common);
   return [o, &common, budgets_opt, beta_opt] {
     QaEvalOptions opt;

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "analysis/qa_eval.h"
+#include "studies/qa_eval.h"
 #include "chat_page_html.h"
 #include "cli_common.h"
 #include "cli_model.h"

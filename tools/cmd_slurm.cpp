@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "analysis/budget_eval.h"
-#include "analysis/unit_study.h"
-#include "analysis/influence_shards.h"
+#include "studies/budget_eval.h"
+#include "studies/unit_study.h"
+#include "studies/influence_shards.h"
 #include "cli_common.h"
 #include "io/atomic_file.h"
 #include "core/error.h"

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "analysis/task_eval.h"
-#include "analysis/task_suite.h"
+#include "studies/task_eval.h"
+#include "tasks/task_suite.h"
 #include "cli_model.h"
 #include "core/error.h"
 #include "io/atomic_file.h"

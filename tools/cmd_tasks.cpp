@@ -1,4 +1,4 @@
-// `kvcompact tasks`: write a task suite (JSONL, analysis/task_suite.h) generated from the shared data.
+// `kvcompact tasks`: write a task suite (JSONL, tasks/task_suite.h) generated from the shared data.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "analysis/task_generators.h"
-#include "analysis/task_suite.h"
+#include "tasks/task_generators.h"
+#include "tasks/task_suite.h"
 #include "cli_common.h"
 #include "core/error.h"
 #include "io/hf_tokenizer.h"

@@ -8,11 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "analysis/budget_eval.h"
-#include "analysis/compact_eval.h"
-#include "analysis/mask_eval.h"
-#include "analysis/qa_eval.h"
-#include "analysis/task_eval.h"
+#include "studies/budget_eval.h"
+#include "studies/compact_eval.h"
+#include "studies/mask_eval.h"
+#include "studies/qa_eval.h"
+#include "studies/task_eval.h"
 
 namespace kvcompact::cli {
 

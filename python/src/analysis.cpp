@@ -1,6 +1,6 @@
-// Python entry points of the library's studies: head influence curves (analysis/influence.h),
-// budget schedules from them (analysis/budget_solver.h) and head masking studies
-// (analysis/mask_eval.h). Results are returned as the same JSON objects the CLI writes
+// Python entry points of the library's studies: head influence curves (studies/influence.h),
+// budget schedules from them (budgets/budget_solver.h) and head masking studies
+// (studies/mask_eval.h). Results are returned as the same JSON objects the CLI writes
 // (influence.json, budgets JSON, mask_eval.json), as Python dicts; progress lines go to an
 // optional callable (ProgressSink).
 #include <fmt/format.h>
@@ -13,14 +13,14 @@
 #include <string>
 #include <vector>
 
-#include "analysis/budget_solver.h"
-#include "analysis/head_intervention.h"
-#include "analysis/head_means.h"
-#include "analysis/head_scores.h"
-#include "analysis/influence.h"
-#include "analysis/influence_curves.h"
-#include "analysis/mask_eval.h"
-#include "analysis/task_suite.h"
+#include "budgets/budget_solver.h"
+#include "heads/head_intervention.h"
+#include "heads/head_means.h"
+#include "heads/head_scores.h"
+#include "studies/influence.h"
+#include "budgets/influence_curves.h"
+#include "studies/mask_eval.h"
+#include "tasks/task_suite.h"
 #include "compaction/method_spec.h"
 #include "core/error.h"
 #include "core/model_fingerprint.h"

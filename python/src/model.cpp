@@ -1,7 +1,7 @@
 // Python binding of a loaded model (model/model.h load_model) with its forward pass
 // (model/transformer.h) over fresh, explicit or compacted caches, tokenizer, teacher-forced NLL
-// (analysis/perplexity.h), generation (model/generate.h), and compacted context caches
-// (analysis/compact_context.h, .kvc files of loaders/kvc_file.h) that generation continues from
+// (metrics/perplexity.h), generation (model/generate.h), and compacted context caches
+// (compaction/compact_context.h, .kvc files of loaders/kvc_file.h) that generation continues from
 // (model/generate_from_cache.h).
 #include <pybind11/stl.h>
 
@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "analysis/compact_context.h"
-#include "analysis/perplexity.h"
+#include "compaction/compact_context.h"
+#include "metrics/perplexity.h"
 #include "arrays.h"
 #include "compaction/chunked.h"
 #include "compaction/compact_cache.h"

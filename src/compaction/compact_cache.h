@@ -25,7 +25,7 @@ struct CompactionOptions {
   double ratio = 0.1;             ///< keep ratio r in [0, 1]: every head keeps max(1, floor(r*T))
   uint64_t seed = 0;              ///< for `random` (mixed with layer and head by head_seed)
   /// Non-uniform budgets: entries per head, [n_layers * n_kv_heads] layer-major; when set they
-  /// replace the ratio (each in [0, T_head]). See analysis/budget_solver.h per_head_budgets.
+  /// replace the ratio (each in [0, T_head]). See budgets/budget_solver.h per_head_budgets.
   std::vector<int> head_budgets;
   /// RoPE of the cache (ExpectedAttention needs it): [head_dim / 2] frequencies (rope_inv_freq of
   /// ops/rope.h) and the pair layout; empty when unknown. See set_rope.

@@ -112,7 +112,7 @@ ContextPrefill repeat_prefill(const Transformer& model, const Tokenizer& tokeniz
 /// after `cache` (which holds the context, possibly compacted) and rolled back afterwards
 /// (KVCache::mark), so `cache` is returned unchanged; the queries of the context copy's positions,
 /// every query head of each KV head's group, position-major. Used to compact a cache again during
-/// generation (analysis/online_compaction.h). Throws Error when the context has fewer than 2 tokens.
+/// generation (compaction/online_compaction.h). Throws Error when the context has fewer than 2 tokens.
 ReferenceQueries repeat_queries_over(const Transformer& model, const Tokenizer& tokenizer, KVCache& cache,
                                      std::span<const int> context);
 

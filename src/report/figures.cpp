@@ -8,7 +8,7 @@
 #include <set>
 #include <tuple>
 
-#include "analysis/compact_eval.h"
+#include "studies/compact_eval.h"
 #include "core/error.h"
 #include "report/svg_plot.h"
 

@@ -5,12 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "analysis/budget_solver.h"
-#include "analysis/influence_curves.h"
+#include "budgets/budget_solver.h"
+#include "budgets/influence_curves.h"
 
 namespace kvcompact {
 
-struct CompactEvalRow;  // analysis/compact_eval.h
+struct CompactEvalRow;  // studies/compact_eval.h
 
 /// Which spread to shade around a mean curve.
 enum class BandKind { None, Sem, Std };
@@ -76,7 +76,7 @@ struct ComparisonPoint {
 
 /// Score vs keep ratio, one line per (method, side): kvcompact solid, the peer dashed in the same
 /// colour, labels "<method> (kvcompact)" / "<method> (<peer_name>)", shaded mean -/+ SEM bands,
-/// log10 x axis "keep ratio (fraction of original keys)". Used by scripts/compare_kvpress*.py
+/// log10 x axis "keep ratio (fraction of original keys)". Used by bench/peers/compare_kvpress*.py
 /// through `kvcompact plot` (JSON kind "comparison"). Same errors as frontier_figure.
 std::string comparison_figure(const std::vector<ComparisonPoint>& points, const std::string& title,
                               const std::string& y_title, const std::string& peer_name);

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "analysis/mask_eval.h"
+#include "studies/mask_eval.h"
 
 namespace kvcompact {
 

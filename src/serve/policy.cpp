@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "analysis/online_compaction.h"
+#include "compaction/online_compaction.h"
 #include "compaction/methods/snapkv.h"
 #include "compaction/reference_queries.h"
 #include "core/error.h"
