@@ -1,5 +1,7 @@
 #include "core/kv_cache.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -28,6 +30,21 @@ void HeadCache::truncate(std::size_t length) {
   values.resize(length * d);
   beta.resize(length);
   positions.resize(length);
+}
+
+void HeadCache::reserve_more(std::size_t n, int head_dim) {
+  const std::size_t len = length(), hd = static_cast<std::size_t>(head_dim);
+  if (positions.capacity() >= len + n) return;
+  const std::size_t rows = len == 0 ? n : std::max(len + n, len + len / 4 + 16);
+  keys.reserve(rows * hd);
+  values.reserve(rows * hd);
+  beta.reserve(rows);
+  positions.reserve(rows);
+}
+
+bool HeadCache::consistent(int head_dim) const {
+  const std::size_t len = length(), hd = static_cast<std::size_t>(head_dim);
+  return keys.size() == len * hd && values.size() == len * hd && positions.size() == len;
 }
 
 KVCache::KVCache(int n_layers, int n_kv_heads, int head_dim)

@@ -25,6 +25,12 @@ struct HeadCache {
   /// Drops the entries after the first `length` (a rollback of tokens fed after them; keeps the
   /// storage). Throws Error when length > length().
   void truncate(std::size_t length);
+  /// Makes room for n more entries of head_dim floats: exactly n for the first append (a
+  /// prefill), then 25% + 16 entries more than needed, so that token-by-token decoding does not
+  /// copy the whole head every step (std::vector::reserve allocates exactly what it is asked for).
+  void reserve_more(std::size_t n, int head_dim);
+  /// True when keys and values hold length() * head_dim floats and positions length() entries.
+  bool consistent(int head_dim) const;
 };
 
 /// A point to roll a KVCache back to: every head's length and next_position (KVCache::mark).

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/kv_cache.h"
 #include "core/weight_matrix.h"
 #include "ops/attention.h"
 
@@ -69,6 +70,26 @@ class Backend {
   /// The gated MLP activation in place: gate[i] <- act(gate[i]) * up[i] over n values, act = SiLU
   /// (MlpKind::SwiGLU) or tanh-approximated GELU (MlpKind::GeGLUTanh).
   virtual void gated_activation(MlpKind kind, float* gate, const float* up, long n) const = 0;
+
+  // Element-wise host steps of the forward. Each has a plain loop as its default (backend.cpp), so
+  // a backend overrides only what it runs elsewhere (a device backend: all of them).
+
+  /// Adds the bias b [m] to every row of y [n, m].
+  virtual void add_bias(float* y, const float* b, int n, int m) const;
+  /// x[i] += y[i] for i < count (the residual add).
+  virtual void add(float* x, const float* y, long count) const;
+  /// x[i] *= m for i < count.
+  virtual void scale(float* x, long count, float m) const;
+  /// x[i] = tanh(x[i] / cap) * cap for i < count (Gemma's final logit soft-cap).
+  virtual void softcap(float* x, long count, float cap) const;
+  /// RoPE angles of n rows at positions first_position, first_position + 1, ...: cos/sin
+  /// [n, half] = cos/sin(position * inv_freq[j]) * factor, for inv_freq [half] (ops/rope.h).
+  virtual void rope_tables(const float* inv_freq, int half, float factor, int first_position, int n,
+                           float* cos, float* sin) const;
+  /// Appends n new entries to head h: row i's key at k + i * ld and value at v + i * ld (head_dim
+  /// floats each, beta 0, position first_position + i), growing the head by HeadCache::reserve_more.
+  virtual void append_kv(HeadCache& h, const float* k, const float* v, long ld, int n, int head_dim,
+                         int first_position) const;
 
   /// A workspace from this backend's pool (a new one when every pooled one is in use).
   WorkspaceLease acquire_workspace() const;

@@ -35,7 +35,7 @@ struct GenerationResult {
 /// model's padded vocabulary beyond the tokenizer's tokens are then never drawn.
 /// `after_forward` (optional) is called after every forward call with the cache and every token
 /// fed so far (BOS first); it may rewrite the cache (e.g. compact it during generation,
-/// analysis/online_compaction.h) as long as next_position stays the number of tokens fed.
+/// compaction/online_compaction.h) as long as next_position stays the number of tokens fed.
 /// Throws Error for steps < 1, an empty encoded prompt, a tokenizer larger than the model
 /// vocabulary or a sampler larger than the tokenizer.
 GenerationResult generate(const Transformer& transformer, const Tokenizer& tokenizer,

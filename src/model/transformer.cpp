@@ -38,14 +38,6 @@ void check_matrix(const WeightMatrix& w, std::size_t rows, std::size_t cols, con
   }
 }
 
-void add_bias(float* y, const std::vector<float>& b, int n) {
-  const std::size_t m = b.size();
-  for (int i = 0; i < n; ++i) {
-    float* row = y + static_cast<std::size_t>(i) * m;
-    for (std::size_t j = 0; j < m; ++j) row[j] += b[j];
-  }
-}
-
 void ensure(std::vector<float>& v, std::size_t n) {
   if (v.size() < n) v.resize(n);
 }
@@ -162,38 +154,34 @@ std::vector<float> Transformer::forward_batch(std::span<const BatchSequence> seq
   return run(sequences, o);
 }
 
-std::vector<float> Transformer::run(std::span<const BatchSequence> seqs, const ForwardOptions& options) const {
+Transformer::Batch Transformer::check_batch(std::span<const BatchSequence> seqs, const ForwardOptions& options) const {
   const ModelConfig& c = config_;
-  const int hd = c.head_dim;
   const std::size_t S = seqs.size();
   if (S == 0) throw Error("forward_batch: no sequences");
   if (S > 1 && (options.observer != nullptr || options.end_layer >= 0 || options.hidden_out != nullptr))
     throw Error("forward_batch: observers, end_layer and hidden_out need a single sequence");
-  for (std::size_t s = 0; s < S; ++s) {
-    const std::string which = S == 1 ? std::string() : fmt::format(" (sequence {})", s);
-    if (seqs[s].tokens.empty()) throw Error("forward: empty token list" + which);
-    if (seqs[s].cache == nullptr) throw Error("forward: no KV cache" + which);
-    if (options.first_layer > 0 && seqs[s].layer_input == nullptr)
-      throw Error(fmt::format("forward: first_layer {} needs layer_input{}", options.first_layer, which));
-    for (std::size_t r = 0; r < s; ++r)
-      if (seqs[r].cache == seqs[s].cache)
-        throw Error(fmt::format("forward_batch: sequences {} and {} share one KV cache", r, s));
-  }
-  // Row offsets of the sequences in the stacked activations.
-  std::vector<int> row0(S + 1, 0);
-  for (std::size_t s = 0; s < S; ++s) row0[s + 1] = row0[s] + static_cast<int>(seqs[s].tokens.size());
-  const int n = row0[S];
-  std::size_t n_logit_rows = 0;
+  Batch b;
+  b.seqs = seqs;
+  b.row0.assign(S + 1, 0);
   for (std::size_t s = 0; s < S; ++s) {
     const BatchSequence& sq = seqs[s];
+    const std::string which = S == 1 ? std::string() : fmt::format(" (sequence {})", s);
+    if (sq.tokens.empty()) throw Error("forward: empty token list" + which);
+    if (sq.cache == nullptr) throw Error("forward: no KV cache" + which);
+    if (options.first_layer > 0 && sq.layer_input == nullptr)
+      throw Error(fmt::format("forward: first_layer {} needs layer_input{}", options.first_layer, which));
+    for (std::size_t r = 0; r < s; ++r)
+      if (seqs[r].cache == sq.cache)
+        throw Error(fmt::format("forward_batch: sequences {} and {} share one KV cache", r, s));
     const int ns = static_cast<int>(sq.tokens.size());
+    b.row0[s + 1] = b.row0[s] + ns;
     for (int i = 0; i < ns; ++i)
       if (sq.tokens[i] < 0 || sq.tokens[i] >= c.vocab_size)
         throw Error(fmt::format("forward: token id {} (at index {}) is outside the vocabulary of {}",
                                 sq.tokens[i], i, c.vocab_size));
     for (int r : sq.logit_rows)
       if (r < 0 || r >= ns) throw Error(fmt::format("forward: logit row {} outside the {} new tokens", r, ns));
-    n_logit_rows += sq.logit_rows.size();
+    b.n_logit_rows += sq.logit_rows.size();
     const KVCache& cache = *sq.cache;
     if (cache.n_layers() != c.n_layers || cache.n_kv_heads() != c.n_kv_heads || cache.head_dim() != c.head_dim)
       throw Error(fmt::format(
@@ -205,21 +193,30 @@ std::vector<float> Transformer::run(std::span<const BatchSequence> seqs, const F
     for (int l = 0; l < c.n_layers; ++l)
       for (int g = 0; g < c.n_kv_heads; ++g) {
         const HeadCache& h = cache.head(l, g);
-        const std::size_t len = h.length();
-        if (h.keys.size() != len * hd || h.values.size() != len * hd || h.positions.size() != len)
+        if (!h.consistent(c.head_dim))
           throw Error(fmt::format(
               "forward: KV cache head L{}H{} is inconsistent ({} beta, {} key floats, {} value "
               "floats, {} positions, head_dim {})",
-              l, g, len, h.keys.size(), h.values.size(), h.positions.size(), hd));
+              l, g, h.length(), h.keys.size(), h.values.size(), h.positions.size(), c.head_dim));
       }
   }
+  b.n = b.row0[S];
+  if (options.first_layer < 0 || options.first_layer > c.n_layers)
+    throw Error(fmt::format("forward: first_layer {} must be in [0, {}]",
+                            options.first_layer, c.n_layers));
+  b.first_layer = options.first_layer;
+  b.end_layer = options.end_layer < 0 ? c.n_layers : options.end_layer;
+  if (b.end_layer < b.first_layer || b.end_layer > c.n_layers)
+    throw Error(fmt::format("forward: end_layer {} must be in [first_layer {}, {}]", options.end_layer,
+                            options.first_layer, c.n_layers));
+  if (b.end_layer < c.n_layers && b.n_logit_rows > 0)
+    throw Error(fmt::format("forward: end_layer {} stops before the last layer; logits need every layer", b.end_layer));
+  return b;
+}
 
-  const int dim = c.dim, hid = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim();
-  const std::size_t N = n;
-
-  const Backend& be = backend_;
-  const WorkspaceLease lease = be.acquire_workspace();
-  ForwardWorkspace& ws = *lease;
+void Transformer::size_workspace(ForwardWorkspace& ws, std::size_t N) const {
+  const ModelConfig& c = config_;
+  const std::size_t dim = c.dim, hid = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim();
   ensure(ws.x, N * dim);
   ensure(ws.xn, N * dim);
   ensure(ws.q, N * qd);
@@ -233,170 +230,173 @@ std::vector<float> Transformer::run(std::span<const BatchSequence> seqs, const F
   ws.cos.resize(std::max(ws.cos.size(), n_groups));
   ws.sin.resize(std::max(ws.sin.size(), n_groups));
   for (std::size_t g = 0; g < n_groups; ++g) {
-    ensure(ws.cos[g], N * (hd / 2));
-    ensure(ws.sin[g], N * (hd / 2));
+    ensure(ws.cos[g], N * (c.head_dim / 2));
+    ensure(ws.sin[g], N * (c.head_dim / 2));
   }
   ws.views.resize(c.n_kv_heads);
-  float *x = ws.x.data(), *xn = ws.xn.data(), *q = ws.q.data(), *k = ws.k.data(),
-        *v = ws.v.data(), *att = ws.att.data(), *proj = ws.proj.data(), *hb = ws.hb.data(),
-        *hb2 = ws.hb2.data();
+}
 
-  if (options.first_layer < 0 || options.first_layer > c.n_layers)
-    throw Error(fmt::format("forward: first_layer {} must be in [0, {}]",
-                            options.first_layer, c.n_layers));
-  const int end_layer = options.end_layer < 0 ? c.n_layers : options.end_layer;
-  if (end_layer < options.first_layer || end_layer > c.n_layers)
-    throw Error(fmt::format("forward: end_layer {} must be in [first_layer {}, {}]", options.end_layer,
-                            options.first_layer, c.n_layers));
-  if (end_layer < c.n_layers && n_logit_rows > 0)
-    throw Error(fmt::format("forward: end_layer {} stops before the last layer; logits need every layer", end_layer));
-  for (std::size_t s = 0; s < S; ++s) {
-    const BatchSequence& sq = seqs[s];
-    float* xs = x + static_cast<std::size_t>(row0[s]) * dim;
+void Transformer::embed(const Batch& b, float* x) const {
+  const ModelConfig& c = config_;
+  const std::size_t dim = c.dim;
+  for (std::size_t s = 0; s < b.seqs.size(); ++s) {
+    const BatchSequence& sq = b.seqs[s];
+    float* xs = x + static_cast<std::size_t>(b.row0[s]) * dim;
     const std::size_t ns = sq.tokens.size();
-    if (options.first_layer > 0) {
+    if (b.first_layer > 0) {
       std::copy(sq.layer_input, sq.layer_input + ns * dim, xs);
     } else {
-      for (std::size_t i = 0; i < ns; ++i) be.weight_row(weights_.token_embedding, sq.tokens[i], dim, xs + i * dim);
-      if (c.embedding_scale != 1.0f)
-        for (std::size_t i = 0; i < ns * dim; ++i) xs[i] *= c.embedding_scale;
+      for (std::size_t i = 0; i < ns; ++i) backend_.weight_row(weights_.token_embedding, sq.tokens[i], c.dim, xs + i * dim);
+      if (c.embedding_scale != 1.0f) backend_.scale(xs, static_cast<long>(ns * dim), c.embedding_scale);
     }
   }
-  // cos/sin of every RoPE group (distinct per-layer RoPE) at each row's position: a sequence's
-  // rows sit at cache->next_position, next_position + 1, ...
-  const int half = hd / 2;
-  for (std::size_t g = 0; g < n_groups; ++g) {
-    const float* inv = rope_inv_freq_[g].data();
-    const float af = rope_factor_[g];
-    float *co = ws.cos[g].data(), *si = ws.sin[g].data();
-    for (std::size_t s = 0; s < S; ++s) {
-      const int first_pos = seqs[s].cache->next_position;
-      for (int i = row0[s]; i < row0[s + 1]; ++i)
-        for (int j = 0; j < half; ++j) {
-          const float val = static_cast<float>(first_pos + (i - row0[s])) * inv[j];
-          co[static_cast<std::size_t>(i) * half + j] = std::cos(val) * af;
-          si[static_cast<std::size_t>(i) * half + j] = std::sin(val) * af;
-        }
+}
+
+void Transformer::rope_angles(const Batch& b, ForwardWorkspace& ws) const {
+  // A sequence's rows sit at cache->next_position, next_position + 1, ...
+  const int half = config_.head_dim / 2;
+  for (std::size_t g = 0; g < rope_inv_freq_.size(); ++g)
+    for (std::size_t s = 0; s < b.seqs.size(); ++s) {
+      const std::size_t r0 = static_cast<std::size_t>(b.row0[s]) * half;
+      backend_.rope_tables(rope_inv_freq_[g].data(), half, rope_factor_[g], b.seqs[s].cache->next_position,
+                           b.row0[s + 1] - b.row0[s], ws.cos[g].data() + r0, ws.sin[g].data() + r0);
+    }
+}
+
+void Transformer::attention_block(int l, const Batch& b, const ForwardOptions& options, ForwardWorkspace& ws) const {
+  const ModelConfig& c = config_;
+  const Backend& be = backend_;
+  const LayerWeights& w = weights_.layers[l];
+  const LayerSpec& spec = c.layer(l);
+  const int n = b.n, hd = c.head_dim, dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim();
+  const std::size_t rg = static_cast<std::size_t>(layer_rope_[static_cast<std::size_t>(l)]);
+  float *x = ws.x.data(), *xn = ws.xn.data(), *q = ws.q.data(), *k = ws.k.data(), *v = ws.v.data(),
+        *att = ws.att.data(), *proj = ws.proj.data();
+
+  be.rmsnorm(x, w.attn_norm.data(), xn, n, dim, c.norm_eps);
+  be.matmul_wt(xn, w.wq, q, n, dim, qd);
+  be.matmul_wt(xn, w.wk, k, n, dim, kvd);
+  be.matmul_wt(xn, w.wv, v, n, dim, kvd);
+  if (c.attention_qkv_bias) {
+    be.add_bias(q, w.bq.data(), n, qd);
+    be.add_bias(k, w.bk.data(), n, kvd);
+    be.add_bias(v, w.bv.data(), n, kvd);
+  }
+  if (c.qk_norm) {  // Qwen3: RMSNorm over each head's head_dim values, before RoPE
+    be.rmsnorm(q, w.q_norm.data(), q, n * c.n_heads, hd, c.norm_eps);
+    be.rmsnorm(k, w.k_norm.data(), k, n * c.n_kv_heads, hd, c.norm_eps);
+  }
+  be.rope(q, n, c.n_heads, hd, ws.cos[rg].data(), ws.sin[rg].data(), c.rope_style);
+  be.rope(k, n, c.n_kv_heads, hd, ws.cos[rg].data(), ws.sin[rg].data(), c.rope_style);
+  if (spec.attention_scale > 0.0f) {
+    // A logit scale other than 1/sqrt(head_dim) (Gemma's query_pre_attn_scalar^-1/2) is folded
+    // into the queries, so that every consumer of q sees scores q.k/sqrt(head_dim).
+    const float m = spec.attention_scale * std::sqrt(static_cast<float>(hd));
+    if (m != 1.0f) be.scale(q, static_cast<long>(n) * qd, m);
+  }
+  // Each sequence appends its rows to its own cache and attends over it.
+  for (std::size_t s = 0; s < b.seqs.size(); ++s) {
+    KVCache& cache = *b.seqs[s].cache;
+    const int first_pos = cache.next_position;
+    const int ns = b.row0[s + 1] - b.row0[s];
+    const std::size_t r0 = static_cast<std::size_t>(b.row0[s]);
+    float* qs = q + r0 * qd;
+    float* atts = att + r0 * qd;
+    if (options.observer)
+      options.observer->on_queries(QueryView{l, first_pos, HeadRows<const float>{qs, ns, c.n_heads, hd}});
+    for (int g = 0; g < c.n_kv_heads; ++g) {
+      HeadCache& h = cache.head(l, g);
+      const std::size_t off = r0 * kvd + static_cast<std::size_t>(g) * hd;
+      be.append_kv(h, k + off, v + off, kvd, ns, hd, first_pos);
+      ws.views[g] = AttentionHeadView{h.keys.data(), h.values.data(), h.beta.data(),
+                                      static_cast<int>(h.length()), h.positions.data(), spec.window};
+    }
+    be.attention(qs, ns, c.n_heads, c.n_kv_heads, hd, ws.views.data(), atts);
+    if (options.observer) {
+      const AttentionContext ctx{l, first_pos, HeadRows<const float>{qs, ns, c.n_heads, hd},
+                                 std::span<const AttentionHeadView>(ws.views.data(), static_cast<std::size_t>(c.n_kv_heads))};
+      options.observer->on_attention_output(ctx, HeadRows<float>{atts, ns, c.n_heads, hd});
     }
   }
+  be.matmul_wt(att, w.wo, proj, n, qd, dim);
+  if (c.attention_out_bias) be.add_bias(proj, w.bo.data(), n, dim);
+  if (spec.norm == NormPlacement::PrePost) be.rmsnorm(proj, w.attn_post_norm.data(), proj, n, dim, c.norm_eps);
+  be.add(x, proj, static_cast<long>(n) * dim);
+}
 
-  // The cache records each layer's window (caches read from .kvc files or built by hand get it
-  // here), so that compaction can tell sliding layers apart.
-  for (std::size_t s = 0; s < S; ++s)
-    for (int l = 0; l < c.n_layers; ++l)
-      if (seqs[s].cache->layer_window(l) != c.layer(l).window) seqs[s].cache->set_layer_window(l, c.layer(l).window);
+void Transformer::mlp_block(int l, int n, ForwardWorkspace& ws) const {
+  const ModelConfig& c = config_;
+  const Backend& be = backend_;
+  const LayerWeights& w = weights_.layers[l];
+  const LayerSpec& spec = c.layer(l);
+  const int dim = c.dim, hid = c.hidden_dim;
+  float *x = ws.x.data(), *xn = ws.xn.data(), *hb = ws.hb.data(), *hb2 = ws.hb2.data(), *proj = ws.proj.data();
+  be.rmsnorm(x, w.ffn_norm.data(), xn, n, dim, c.norm_eps);
+  be.matmul_wt(xn, w.w_gate, hb, n, dim, hid);
+  be.matmul_wt(xn, w.w_up, hb2, n, dim, hid);
+  be.gated_activation(spec.mlp, hb, hb2, static_cast<long>(n) * hid);
+  be.matmul_wt(hb, w.w_down, proj, n, hid, dim);
+  if (spec.norm == NormPlacement::PrePost) be.rmsnorm(proj, w.ffn_post_norm.data(), proj, n, dim, c.norm_eps);
+  be.add(x, proj, static_cast<long>(n) * dim);
+}
 
-  for (int l = options.first_layer; l < end_layer; ++l) {
-    const LayerWeights& w = weights_.layers[l];
-    const LayerSpec& spec = c.layer(l);
-    const std::size_t rg = static_cast<std::size_t>(layer_rope_[static_cast<std::size_t>(l)]);
-    if (options.observer) options.observer->on_layer_input(LayerInputView{l, TokenRows<const float>{x, n, dim}});
-    be.rmsnorm(x, w.attn_norm.data(), xn, n, dim, c.norm_eps);
-    be.matmul_wt(xn, w.wq, q, n, dim, qd);
-    be.matmul_wt(xn, w.wk, k, n, dim, kvd);
-    be.matmul_wt(xn, w.wv, v, n, dim, kvd);
-    if (c.attention_qkv_bias) {
-      add_bias(q, w.bq, n);
-      add_bias(k, w.bk, n);
-      add_bias(v, w.bv, n);
-    }
-    if (c.qk_norm) {  // Qwen3: RMSNorm over each head's head_dim values, before RoPE
-      be.rmsnorm(q, w.q_norm.data(), q, n * c.n_heads, hd, c.norm_eps);
-      be.rmsnorm(k, w.k_norm.data(), k, n * c.n_kv_heads, hd, c.norm_eps);
-    }
-    be.rope(q, n, c.n_heads, hd, ws.cos[rg].data(), ws.sin[rg].data(), c.rope_style);
-    be.rope(k, n, c.n_kv_heads, hd, ws.cos[rg].data(), ws.sin[rg].data(), c.rope_style);
-    if (spec.attention_scale > 0.0f) {
-      // A logit scale other than 1/sqrt(head_dim) (Gemma's query_pre_attn_scalar^-1/2) is folded
-      // into the queries, so that every consumer of q sees scores q.k/sqrt(head_dim).
-      const float m = spec.attention_scale * std::sqrt(static_cast<float>(hd));
-      if (m != 1.0f)
-        for (std::size_t i = 0; i < N * qd; ++i) q[i] *= m;
-    }
-    for (std::size_t s = 0; s < S; ++s) {
-      KVCache& cache = *seqs[s].cache;
-      const int first_pos = cache.next_position;
-      const int ns = row0[s + 1] - row0[s];
-      const std::size_t r0 = static_cast<std::size_t>(row0[s]);
-      float* qs = q + r0 * qd;
-      float* atts = att + r0 * qd;
-      if (options.observer)
-        options.observer->on_queries(QueryView{l, first_pos, HeadRows<const float>{qs, ns, c.n_heads, hd}});
-      for (int g = 0; g < c.n_kv_heads; ++g) {
-        HeadCache& h = cache.head(l, g);
-        const std::size_t len = h.length();
-        // Room for the new rows: exact for the first append (a prefill), then 25% + 16 rows more
-        // than needed, so that token-by-token decoding does not copy the whole head every step
-        // (reserve() allocates exactly what it is asked for).
-        const std::size_t nn = static_cast<std::size_t>(ns);
-        const std::size_t rows = len == 0 ? nn : std::max(len + nn, len + len / 4 + 16);
-        if (h.positions.capacity() < len + nn) {
-          h.keys.reserve(rows * hd);
-          h.values.reserve(rows * hd);
-          h.beta.reserve(rows);
-          h.positions.reserve(rows);
-        }
-        for (int i = 0; i < ns; ++i) {
-          const std::size_t off = (r0 + static_cast<std::size_t>(i)) * kvd + static_cast<std::size_t>(g) * hd;
-          h.append(k + off, v + off, hd, 0.0f, first_pos + i);
-        }
-        ws.views[g] = AttentionHeadView{h.keys.data(), h.values.data(), h.beta.data(),
-                                        static_cast<int>(h.length()), h.positions.data(), spec.window};
-      }
-      be.attention(qs, ns, c.n_heads, c.n_kv_heads, hd, ws.views.data(), atts);
-      if (options.observer) {
-        const AttentionContext ctx{l, first_pos, HeadRows<const float>{qs, ns, c.n_heads, hd},
-                                   std::span<const AttentionHeadView>(ws.views.data(), static_cast<std::size_t>(c.n_kv_heads))};
-        options.observer->on_attention_output(ctx, HeadRows<float>{atts, ns, c.n_heads, hd});
-      }
-    }
-
-    const bool post = spec.norm == NormPlacement::PrePost;
-    be.matmul_wt(att, w.wo, proj, n, qd, dim);
-    if (c.attention_out_bias) add_bias(proj, w.bo, n);
-    if (post) be.rmsnorm(proj, w.attn_post_norm.data(), proj, n, dim, c.norm_eps);
-    for (std::size_t i = 0; i < N * dim; ++i) x[i] += proj[i];
-
-    be.rmsnorm(x, w.ffn_norm.data(), xn, n, dim, c.norm_eps);
-    be.matmul_wt(xn, w.w_gate, hb, n, dim, hid);
-    be.matmul_wt(xn, w.w_up, hb2, n, dim, hid);
-    be.gated_activation(spec.mlp, hb, hb2, static_cast<long>(N) * hid);
-    be.matmul_wt(hb, w.w_down, proj, n, hid, dim);
-    if (post) be.rmsnorm(proj, w.ffn_post_norm.data(), proj, n, dim, c.norm_eps);
-    for (std::size_t i = 0; i < N * dim; ++i) x[i] += proj[i];
-  }
-  for (std::size_t s = 0; s < S; ++s) seqs[s].cache->next_position += row0[s + 1] - row0[s];
-  if (options.hidden_out != nullptr) options.hidden_out->assign(x, x + N * dim);
-
+std::vector<float> Transformer::logits_of(const Batch& b, ForwardWorkspace& ws) const {
+  const ModelConfig& c = config_;
+  const int n = b.n, dim = c.dim;
   std::vector<float> logits;
-  if (n_logit_rows == 0) return logits;
+  if (b.n_logit_rows == 0) return logits;
   // The listed rows, gathered (in place when they are the last rows of a single sequence, in
   // order), normalised and sent through the classifier together.
-  const int rows = static_cast<int>(n_logit_rows);
+  const int rows = static_cast<int>(b.n_logit_rows);
+  float* x = ws.x.data();
+  float* xn = ws.xn.data();
   float* xr = nullptr;
   std::vector<float> picked;
-  const std::vector<int>& lr0 = seqs[0].logit_rows;
-  bool tail = S == 1;
+  const std::vector<int>& lr0 = b.seqs[0].logit_rows;
+  bool tail = b.seqs.size() == 1;
   for (std::size_t r = 0; tail && r < lr0.size(); ++r) tail = lr0[r] == n - rows + static_cast<int>(r);
   if (tail) {
     xr = x + static_cast<std::size_t>(n - rows) * dim;
   } else {
     picked.resize(static_cast<std::size_t>(rows) * dim);
     std::size_t r = 0;
-    for (std::size_t s = 0; s < S; ++s)
-      for (int src : seqs[s].logit_rows)
-        std::copy_n(x + static_cast<std::size_t>(row0[s] + src) * dim, dim, picked.data() + (r++) * dim);
+    for (std::size_t s = 0; s < b.seqs.size(); ++s)
+      for (int src : b.seqs[s].logit_rows)
+        std::copy_n(x + static_cast<std::size_t>(b.row0[s] + src) * dim, dim, picked.data() + (r++) * dim);
     xr = picked.data();
-    if (static_cast<std::size_t>(rows) > N) xn = xr;  // normalised in place (the workspace holds only n rows)
+    if (rows > n) xn = xr;  // normalised in place (the workspace holds only n rows)
   }
-  be.rmsnorm(xr, weights_.final_norm.data(), xn, rows, dim, c.norm_eps);
+  backend_.rmsnorm(xr, weights_.final_norm.data(), xn, rows, dim, c.norm_eps);
   logits.resize(static_cast<std::size_t>(rows) * c.vocab_size);
-  be.matmul_wt(xn, weights_.classifier_matrix(), logits.data(), rows, dim, c.vocab_size);
-  if (c.final_logit_softcap > 0.0f) {
-    const float cap = c.final_logit_softcap;
-    for (float& v : logits) v = std::tanh(v / cap) * cap;
-  }
+  backend_.matmul_wt(xn, weights_.classifier_matrix(), logits.data(), rows, dim, c.vocab_size);
+  if (c.final_logit_softcap > 0.0f) backend_.softcap(logits.data(), static_cast<long>(logits.size()), c.final_logit_softcap);
   return logits;
+}
+
+std::vector<float> Transformer::run(std::span<const BatchSequence> seqs, const ForwardOptions& options) const {
+  const ModelConfig& c = config_;
+  const Batch b = check_batch(seqs, options);
+  const WorkspaceLease lease = backend_.acquire_workspace();
+  ForwardWorkspace& ws = *lease;
+  size_workspace(ws, static_cast<std::size_t>(b.n));
+  embed(b, ws.x.data());
+  rope_angles(b, ws);
+  // The cache records each layer's window (caches read from .kvc files or built by hand get it
+  // here), so that compaction can tell sliding layers apart.
+  for (const BatchSequence& sq : seqs)
+    for (int l = 0; l < c.n_layers; ++l)
+      if (sq.cache->layer_window(l) != c.layer(l).window) sq.cache->set_layer_window(l, c.layer(l).window);
+
+  for (int l = b.first_layer; l < b.end_layer; ++l) {
+    if (options.observer)
+      options.observer->on_layer_input(LayerInputView{l, TokenRows<const float>{ws.x.data(), b.n, c.dim}});
+    attention_block(l, b, options, ws);
+    mlp_block(l, b.n, ws);
+  }
+  for (std::size_t s = 0; s < seqs.size(); ++s) seqs[s].cache->next_position += b.row0[s + 1] - b.row0[s];
+  if (options.hidden_out != nullptr)
+    options.hidden_out->assign(ws.x.data(), ws.x.data() + static_cast<std::size_t>(b.n) * c.dim);
+  return logits_of(b, ws);
 }
 
 }  // namespace kvcompact

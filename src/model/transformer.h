@@ -118,6 +118,33 @@ class Transformer {
   /// (each sequence lists its rows); observers, end_layer and hidden_out need a single sequence.
   std::vector<float> run(std::span<const BatchSequence> sequences, const ForwardOptions& options) const;
 
+  /// A checked batch: the sequences, their row offsets in the stacked activations (row0 [S + 1],
+  /// n = row0[S] rows in all), the logit rows they ask for and the layers to run.
+  struct Batch {
+    std::span<const BatchSequence> seqs;
+    std::vector<int> row0;
+    int n = 0;
+    std::size_t n_logit_rows = 0;
+    int first_layer = 0, end_layer = 0;
+  };
+  /// Validates sequences, tokens, logit rows, caches and layer range; throws Error naming the
+  /// sequence and the problem.
+  Batch check_batch(std::span<const BatchSequence> sequences, const ForwardOptions& options) const;
+  /// Grows the workspace's buffers to n rows.
+  void size_workspace(ForwardWorkspace& ws, std::size_t n) const;
+  /// x [n, dim]: the token embeddings (times embedding_scale), or each sequence's layer_input
+  /// when the batch resumes at first_layer > 0.
+  void embed(const Batch& b, float* x) const;
+  /// ws.cos/sin of every distinct RoPE at each row's position.
+  void rope_angles(const Batch& b, ForwardWorkspace& ws) const;
+  /// Layer l's attention block on ws.x: norm, q/k/v, RoPE, append to each sequence's cache,
+  /// attention over it, output projection (+ post-norm) and the residual add.
+  void attention_block(int l, const Batch& b, const ForwardOptions& options, ForwardWorkspace& ws) const;
+  /// Layer l's MLP block on ws.x: norm, gate/up, activation, down (+ post-norm), residual add.
+  void mlp_block(int l, int n, ForwardWorkspace& ws) const;
+  /// The listed rows' logits [n_logit_rows, vocab]: final norm, classifier, soft-cap.
+  std::vector<float> logits_of(const Batch& b, ForwardWorkspace& ws) const;
+
   const ModelConfig& config_;
   const ModelWeights& weights_;
   const Backend& backend_;
