@@ -81,6 +81,14 @@ def method_help() -> str:
 def canonical_method(method: str, **options: Any) -> str:
     """The canonical spec string of method + options; kvcompact.Error for a bad spec."""
 
+def needs_context_queries(method: str, **options: Any) -> bool:
+    """Whether method + options needs context_queries (the context prefill's own queries, e.g.
+    snapkv's observation window); kvcompact.Error for a bad spec."""
+
+def needs_reference_queries(method: str, **options: Any) -> bool:
+    """Whether method + options reads the reference queries Q (am, attn-nofit); kvcompact.Error
+    for a bad spec."""
+
 def set_threads(n: int) -> None:
     """Worker threads of OpenMP and OpenBLAS (n >= 1), as the CLI's --threads."""
 
@@ -307,7 +315,7 @@ class Model:
         progress: Optional[Callable[[str], None]] = None,
         **options: object,
     ) -> dict:
-        """Head influence curves (the CLI's `influence --data`, analysis/influence.h): for each
+        """Head influence curves (the CLI's `influence --data`, studies/influence.h): for each
         document (context = the first floor(context_frac * N) tokens, the rest scored), every KV
         head in `heads` ("all" or "L0H1,L3H2") is compacted at each ratio of `grid` while all the
         others keep `baseline` (on the grid; with `budgets`, a budgets JSON file, their per-head
@@ -330,7 +338,7 @@ class Model:
         out_dir: str = "",
         progress: Optional[Callable[[str], None]] = None,
     ) -> dict:
-        """Head masking study (the CLI's `mask-eval`, analysis/mask_eval.h): the unmasked model,
+        """Head masking study (the CLI's `mask-eval`, studies/mask_eval.h): the unmasked model,
         then for each k the top-k heads of `scores` (a `kvcompact head-scores` JSON file) and
         `random_seeds` random sets of k heads, every task item (a .jsonl path or task dicts)
         answered greedily under the ablation ("zero", "mean" with a head_means file, "uniform").
@@ -341,7 +349,7 @@ def optimize_budgets(
     curves: dict | str, targets: Sequence[float] = (0.01, 0.02, 0.05, 0.1), floor: float = 0.1, units: int = 200
 ) -> dict:
     """Per-head budget proportions minimising the predicted delta NLL summed over `targets`
-    (analysis/budget_solver.h; the CLI's `budget --schedule optimized`) from influence curves of
+    (budgets/budget_solver.h; the CLI's `budget --schedule optimized`) from influence curves of
     every KV head (Model.influence's dict or an influence.json path). Returns the budgets JSON
     object: {"schedule", "targets", "floor", "n_layers", "n_kv_heads", "heads": [{"name": "L0H0",
     "layer", "kv_head", "proportion"}], "predicted_delta"}; proportions sum to 1."""

@@ -499,7 +499,7 @@ def compact(model, cache, ratio: Optional[float] = None, budgets: Optional[Seque
             context_queries = np.asarray(context_queries, dtype=np.float32) * factor[:, None, None, None]
     if not np.isfinite(Q).all():
         raise ValueError("queries: NaN/Inf")
-    needs_ctx = _needs_context_queries(method, options)
+    needs_ctx = kvcompact.needs_context_queries(method, **options)
     kw = dict(options)
     if needs_ctx:
         if context_queries is None:
@@ -516,22 +516,6 @@ def compact(model, cache, ratio: Optional[float] = None, budgets: Optional[Seque
     heads = [[(c1, beta, c2) for c1, beta, c2, _ in lh] for lh in res]
     k0 = layers[0].keys
     return make_cache(model, heads, T, dtype=k0.dtype, device=k0.device)
-
-
-def _needs_context_queries(method: str, options: dict) -> bool:
-    """Whether kvcompact's method needs context_queries (asks the library with a tiny head)."""
-    import kvcompact
-
-    K = np.zeros((1, 1, 2, 2), np.float32)
-    K[0, 0, 1, 0] = 1.0
-    Q = np.ones((1, 1, 2, 2), np.float32)
-    try:
-        kvcompact.compact_cache(K, K, Q, ratio=0.5, method=method, **options)
-        return False
-    except kvcompact.Error as e:
-        if "context's own queries" in str(e):
-            return True
-        raise
 
 
 def keys_to_half_split(keys, rope_style):

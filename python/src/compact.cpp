@@ -210,6 +210,12 @@ void bind_compact(py::module_& m) {
   m.def("canonical_method", [](const std::string& method, const py::kwargs& options) {
     return to_string(parse_method_spec(spec_text(method, options)));
   }, py::arg("method"), "The canonical spec string of a method with keyword options.");
+  m.def("needs_context_queries", [](const std::string& method, const py::kwargs& options) {
+    return uses_context_queries(parse_method_spec(spec_text(method, options)));
+  }, py::arg("method"), "Whether the method needs the context's own queries (context_queries=).");
+  m.def("needs_reference_queries", [](const std::string& method, const py::kwargs& options) {
+    return uses_reference_queries(parse_method_spec(spec_text(method, options)));
+  }, py::arg("method"), "Whether the method reads the reference queries Q (am, attn-nofit, ...).");
 }
 
 }  // namespace kvcompact::py_bind

@@ -203,3 +203,39 @@ def test_dlpack_exporters_are_read_without_numpy_conversion():
     got = kvcompact.compact_head(DLPackOnly(K), DLPackOnly(V), DLPackOnly(Q), ratio=0.25)
     for w, g in zip(want, got):
         assert np.array_equal(w, g)
+
+
+METHODS = ["am", "random", "recent", "attn-nofit", "snapkv", "streaming", "h2o", "pyramidkv", "tova", "observed",
+           "expected", "adakv", "knorm", "keydiff"]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_needs_context_queries_says_what_compaction_asks_for(method):
+    """The flag hf.py reads equals the library's behaviour: compacting without context_queries fails
+    naming them exactly when the flag is set, and succeeds once they are given."""
+    rng = np.random.default_rng(3)
+    K = rng.standard_normal((1, 1, 16, 8)).astype(np.float32)
+    V = rng.standard_normal((1, 1, 16, 8)).astype(np.float32)
+    Q = rng.standard_normal((1, 1, 32, 8)).astype(np.float32)
+    needs = kvcompact.needs_context_queries(method)
+    assert isinstance(needs, bool)
+    assert isinstance(kvcompact.needs_reference_queries(method), bool)
+    if needs:
+        with pytest.raises(kvcompact.Error, match="context's own queries"):
+            kvcompact.compact_cache(K, V, Q, ratio=0.5, method=method)
+        try:
+            res = kvcompact.compact_cache(K, V, Q, ratio=0.5, method=method, context_queries=K.copy())
+        except kvcompact.Error as e:  # e.g. expected attention also needs the model's RoPE
+            assert "context's own queries" not in str(e)
+            return
+    else:
+        res = kvcompact.compact_cache(K, V, Q, ratio=0.5, method=method)
+    assert res[0][0][0].shape == (8, 8)
+
+
+def test_needs_queries_flags_for_known_methods_and_bad_spec():
+    assert kvcompact.needs_reference_queries("am") and not kvcompact.needs_context_queries("am")
+    assert kvcompact.needs_context_queries("snapkv") and not kvcompact.needs_reference_queries("snapkv")
+    assert not kvcompact.needs_context_queries("streaming") and not kvcompact.needs_reference_queries("random")
+    with pytest.raises(kvcompact.Error):
+        kvcompact.needs_context_queries("no-such-method")
