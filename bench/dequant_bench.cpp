@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/weight_matrix.h"
@@ -92,8 +93,11 @@ void types_tokens(benchmark::internal::Benchmark* b) {
 
 /// One decoded token through a projection far larger than the caches (Qwen3-0.6B's tied lm_head:
 /// 151,936 x 1,024), so the weights stream from memory: bytes/s here is the decode bandwidth.
+/// Second argument: 0 exact (float activations), 1 MatmulMode::FastQuant (int8 activations).
 void BM_MatmulTypedStream(benchmark::State& state) {
   const auto t = static_cast<WeightType>(state.range(0));
+  const MatmulMode before = matmul_mode();
+  set_matmul_mode(state.range(1) ? MatmulMode::FastQuant : MatmulMode::Exact);
   constexpr int in = 1024, out = 151936;
   const std::vector<std::uint8_t> b = random_matrix(t, out, in);
   const WeightMatrix W = WeightMatrix::view(t, b.data(), out, in);
@@ -102,7 +106,8 @@ void BM_MatmulTypedStream(benchmark::State& state) {
     matmul_wt(X.data(), W, Y.data(), 1, in, out);
     benchmark::DoNotOptimize(Y.data());
   }
-  state.SetLabel(weight_type_name(t));
+  set_matmul_mode(before);
+  state.SetLabel(std::string(weight_type_name(t)) + (state.range(1) ? " fast" : " exact"));
   state.SetBytesProcessed(state.iterations() * static_cast<long>(b.size()));
   state.SetItemsProcessed(state.iterations() * static_cast<long>(in) * out);
 }
@@ -122,8 +127,9 @@ void BM_MemoryRead(benchmark::State& state) {
 }
 
 void stream_types(benchmark::internal::Benchmark* b) {
-  for (WeightType t : {WeightType::BF16, WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q4_K})
-    b->Arg(static_cast<int>(t));
+  for (WeightType t : {WeightType::BF16, WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q2_K,
+                       WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K})
+    for (int fast : {0, 1}) b->Args({static_cast<int>(t), fast});
 }
 
 BENCHMARK(BM_DequantizeRow)->Apply(types);

@@ -5,9 +5,12 @@ usage: .venv/bin/python bench/vs_llama_cpp.py [--model FILE.gguf ...]
        [--random qwen3-0.6b:Q4_0,llama-3.2-1b:BF16,...] [--kvc-arg=--fast-quant]
        [--threads 2] [--prompt-tokens 512] [--gen-tokens 32] [--runs 3] [--unset-openblas-env]
 --model: real GGUF files (default models/SmolLM2-135M-Instruct.Q4_1.gguf when nothing else is given).
---random SHAPE:TYPE,...: random-weight GGUFs with a real model's shapes (qwen3-0.6b, llama-3.2-1b;
-  types F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q4_K; "all" for every pair), written by gguf-py's GGUFWriter with
-  the real tokenizer (shared/data/tokenizers) into --scratch, benchmarked, and deleted afterwards.
+--random SHAPE:TYPE,...: random-weight GGUFs with a real model's shapes (qwen3-0.6b, llama-3.2-1b,
+  qwen2.5-1.5b; types F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q4_K, and Q4_K_M; "all" for every pair), written by
+  gguf-py's GGUFWriter with the real tokenizer (shared/data/tokenizers) into --scratch, benchmarked,
+  and deleted afterwards. Q4_K_M is made as llama.cpp makes it: a random F16 file quantised by
+  llama_cpp.llama_model_quantize with LLAMA_FTYPE_MOSTLY_Q4_K_M, so that the Q6_K tensors (the tied
+  embedding / output, half the attn_v and ffn_down) sit where llama.cpp puts them.
 --kvc-arg: extra argument for `kvcompact speed` (repeatable), e.g. --kvc-arg=--fast-quant.
 --unset-openblas-env drops OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for both sides in this command
 only (this environment pins an older OpenBLAS kernel; users' machines do not).
@@ -57,14 +60,18 @@ def kvcompact_once(model, threads, n_prompt, n_gen):
     return {"pp": j["pp_tokens_per_s"], "tg": j["tg_tokens_per_s"]}
 
 
-# Real shapes (config.json of Qwen/Qwen3-0.6B and meta-llama/Llama-3.2-1B); tied embeddings.
+# Real shapes (config.json of Qwen/Qwen3-0.6B, meta-llama/Llama-3.2-1B, Qwen/Qwen2.5-1.5B-Instruct);
+# tied embeddings. qkv_bias: attn_{q,k,v}.bias tensors (Qwen2).
 SHAPES = {
     "qwen3-0.6b": dict(arch="qwen3", vocab=151936, dim=1024, layers=28, heads=16, kv_heads=8, head_dim=128,
                        ffn=3072, eps=1e-6, theta=1e6, tokenizer="qwen3", pre="qwen2"),
     "llama-3.2-1b": dict(arch="llama", vocab=128256, dim=2048, layers=16, heads=32, kv_heads=8, head_dim=64,
                          ffn=8192, eps=1e-5, theta=5e5, tokenizer="llama3", pre="llama-bpe"),
+    # Qwen2.5's tokenizer is Qwen3's BPE (same vocabulary and merges, "qwen2" pre-tokenizer).
+    "qwen2.5-1.5b": dict(arch="qwen2", vocab=151936, dim=1536, layers=28, heads=12, kv_heads=2, head_dim=128,
+                         ffn=8960, eps=1e-6, theta=1e6, tokenizer="qwen3", pre="qwen2", qkv_bias=True),
 }
-TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K"]
+TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q4_K_M"]
 # Offsets of the f16 scale fields in a block (ggml-common.h), set to small finite values.
 SCALE_AT = {"Q8_0": [0], "Q4_0": [0], "Q4_1": [0, 2], "Q4_K": [0, 2]}
 
@@ -147,6 +154,9 @@ def write_random_gguf(path, shape_name, qtype, seed=0):
         add(p + "attn_k.weight", kvd, dim)
         add(p + "attn_v.weight", kvd, dim)
         add(p + "attn_output.weight", dim, qd)
+        if c.get("qkv_bias"):
+            for t, n in (("q", qd), ("k", kvd), ("v", kvd)):
+                w.add_tensor(p + f"attn_{t}.bias", (rng.standard_normal(n, dtype=np.float32) * 0.02))
         if c["arch"] == "qwen3":
             w.add_tensor(p + "attn_q_norm.weight", ones(hd))
             w.add_tensor(p + "attn_k_norm.weight", ones(hd))
@@ -158,6 +168,25 @@ def write_random_gguf(path, shape_name, qtype, seed=0):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def write_q4_k_m_gguf(path, shape_name, threads, seed=0):
+    """shape_name as llama.cpp's Q4_K_M: a random F16 GGUF (deleted afterwards) quantised by
+    llama_cpp.llama_model_quantize with LLAMA_FTYPE_MOSTLY_Q4_K_M."""
+    f16 = path + ".f16.gguf"
+    write_random_gguf(f16, shape_name, "F16", seed)
+    try:
+        code = f"""
+import llama_cpp
+p = llama_cpp.llama_model_quantize_default_params()
+p.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
+p.nthread = {threads}
+rc = llama_cpp.llama_model_quantize({f16!r}.encode(), {path!r}.encode(), p)
+raise SystemExit(rc)
+"""
+        subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    finally:
+        os.remove(f16)
 
 
 def bench_file(model, a):
@@ -213,7 +242,10 @@ def main():
             os.makedirs(a.scratch, exist_ok=True)
             path = os.path.join(a.scratch, f"{rnd[0]}-{rnd[1]}.gguf")
             t0 = time.time()
-            write_random_gguf(path, *rnd)
+            if rnd[1] == "Q4_K_M":
+                write_q4_k_m_gguf(path, rnd[0], a.threads)
+            else:
+                write_random_gguf(path, *rnd)
             print(f"# wrote {path} ({os.path.getsize(path) / 1e9:.2f} GB, {time.time() - t0:.0f} s)", file=sys.stderr)
         try:
             med, res = bench_file(path, a)
