@@ -195,6 +195,32 @@ TEST_F(ServeTest, StoreReusesTheLongestExtendedSession) {
   EXPECT_EQ(longest_global_head(d.session->cache), 9u);
 }
 
+// A prompt that shares only the protected prefix (template + system prompt) and a little more
+// with an idle session is another conversation: it gets a new session, and the idle one keeps its
+// history. A prompt that shares most of the conversation (a regenerated last answer) rolls it back.
+TEST_F(ServeTest, StoreDoesNotHandAConversationToAnotherThatSharesOnlyTheSystemPrompt) {
+  const Transformer tr(model_->config, model_->weights);
+  SessionStore store(*model_, 1, "");
+  const std::vector<int> all = ids(kStory);
+  ASSERT_GE(all.size(), 30u);
+  auto s = std::make_unique<Session>(prefilled(tr, all, 20));
+  s->id = "mine";
+  s->protected_prefix = 8;
+  store.put(std::move(s));
+  std::vector<int> other(all.begin(), all.begin() + 30);
+  other[10] = other[10] == 100 ? 101 : 100;  // agrees on 10 tokens: 2 past the protected prefix
+  Checkout fresh = store.take(other, 16);
+  EXPECT_EQ(fresh.reused, 0);
+  EXPECT_NE(fresh.session->id, "mine");
+  store.put(std::move(fresh.session));
+  std::vector<int> regen(all.begin(), all.begin() + 30);
+  regen[17] = regen[17] == 100 ? 101 : 100;  // agrees on 17 of the 20
+  Checkout c = store.take(regen, 16);
+  EXPECT_EQ(c.session->id, "mine");
+  EXPECT_EQ(c.reused, 17);
+  EXPECT_EQ(c.session->cache.next_position, 17);
+}
+
 TEST_F(ServeTest, SaveRestoreIsBitExactAndNamesStayInTheFolder) {
   const Transformer tr(model_->config, model_->weights);
   const std::string dir = std::string(KVC_TEST_TMP) + "/serve_store_" + std::to_string(static_cast<long>(getpid()));

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "studies/qa_eval.h"
@@ -61,19 +62,22 @@ struct State {
 };
 
 /// Streams a ticket's events as Server-Sent Events (chat.completion.chunk / text_completion).
+/// `first` is the ticket's first event, already taken (the handler waits for it before the
+/// headers go out, so that a prompt no compaction can hold still gets its HTTP 400).
 void stream_response(httplib::Response& res, std::shared_ptr<State> st, std::shared_ptr<serve::Ticket> ticket,
-                     serve::ApiRequest req, bool chat, std::string id) {
+                     serve::ApiRequest req, bool chat, std::string id, long created,
+                     std::optional<serve::GenerationEvent> first) {
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [st, ticket, req, chat, id, sent_role = false](size_t, httplib::DataSink& sink) mutable {
+      [st, ticket, req, chat, id, created, first = std::move(first), sent_role = false](size_t, httplib::DataSink& sink) mutable {
         auto send = [&](const nlohmann::json& j) {
           const std::string line = "data: " + serve::dump(j) + "\n\n";
           return sink.write(line.data(), line.size());
         };
         if (chat && !sent_role) {
           sent_role = true;
-          if (!send(serve::chat_chunk_json(id, st->model_id, st->created, {{"role", "assistant"}, {"content", ""}}, nullptr))) {
+          if (!send(serve::chat_chunk_json(id, st->model_id, created, {{"role", "assistant"}, {"content", ""}}, nullptr))) {
             ticket->cancel();
             return false;
           }
@@ -83,12 +87,14 @@ void stream_response(httplib::Response& res, std::shared_ptr<State> st, std::sha
             ticket->cancel();
             return false;
           }
-          auto e = ticket->next(200);
+          std::optional<serve::GenerationEvent> e = std::move(first);
+          first.reset();
+          if (!e) e = ticket->next(200);
           if (!e) continue;
           using K = serve::GenerationEvent::Kind;
           if (e->kind == K::Text) {
-            const bool ok = chat ? send(serve::chat_chunk_json(id, st->model_id, st->created, {{"content", e->text}}, nullptr))
-                                 : send(serve::text_chunk_json(id, st->model_id, st->created, e->text, nullptr));
+            const bool ok = chat ? send(serve::chat_chunk_json(id, st->model_id, created, {{"content", e->text}}, nullptr))
+                                 : send(serve::text_chunk_json(id, st->model_id, created, e->text, nullptr));
             if (!ok) {
               ticket->cancel();
               return false;
@@ -99,12 +105,12 @@ void stream_response(httplib::Response& res, std::shared_ptr<State> st, std::sha
             // Headers are out: the error travels as an event, as OpenAI's stream does.
             send(engine_error(*e).body());
           } else {
-            chat ? send(serve::chat_chunk_json(id, st->model_id, st->created, nlohmann::json::object(), e->finish_reason))
-                 : send(serve::text_chunk_json(id, st->model_id, st->created, "", e->finish_reason));
+            chat ? send(serve::chat_chunk_json(id, st->model_id, created, nlohmann::json::object(), e->finish_reason))
+                 : send(serve::text_chunk_json(id, st->model_id, created, "", e->finish_reason));
             if (req.include_usage) {
               const nlohmann::json u = serve::usage_json(*e);
-              chat ? send(serve::chat_chunk_json(id, st->model_id, st->created, {}, nullptr, &u))
-                   : send(serve::text_chunk_json(id, st->model_id, st->created, "", nullptr, &u));
+              chat ? send(serve::chat_chunk_json(id, st->model_id, created, {}, nullptr, &u))
+                   : send(serve::text_chunk_json(id, st->model_id, created, "", nullptr, &u));
             }
           }
           const std::string done = "data: [DONE]\n\n";
@@ -133,8 +139,14 @@ void handle_generation(const httplib::Request& http, httplib::Response& res, std
                      "rate_limit_exceeded", "rate_limit_error");
     }
     const std::string id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", st->next_id++);
+    const long created = static_cast<long>(std::time(nullptr));
     if (req.stream) {
-      stream_response(res, st, ticket, std::move(req), chat, id);
+      // The first event before the headers: a prompt that no compaction can hold is refused
+      // with its 400 (as without streaming), not as an event in a 200 stream.
+      std::optional<serve::GenerationEvent> first;
+      while (!first) first = ticket->next(200);
+      if (first->kind == serve::GenerationEvent::Kind::Failed) throw engine_error(*first);
+      stream_response(res, st, ticket, std::move(req), chat, id, created, std::move(first));
       return;
     }
     std::string text;
@@ -147,8 +159,8 @@ void handle_generation(const httplib::Request& http, httplib::Response& res, std
       } else if (e->kind == K::Failed) {
         throw engine_error(*e);
       } else {
-        res.set_content(serve::dump(chat ? serve::chat_completion_json(id, st->model_id, st->created, text, *e)
-                                         : serve::text_completion_json(id, st->model_id, st->created, text, *e)),
+        res.set_content(serve::dump(chat ? serve::chat_completion_json(id, st->model_id, created, text, *e)
+                                         : serve::text_completion_json(id, st->model_id, created, text, *e)),
                         "application/json");
         return;
       }
@@ -215,6 +227,16 @@ Runner register_serve(CLI::App& app, CommonOptions& common) {
     eo.save_dir = o->save_path;
     eo.threads = common.threads;  // the engine's threads set their own OpenMP thread count
     serve::check_policy(eo.policy);  // bad options fail before the socket opens
+    if (o->port < 0 || o->port > 65535) throw Error(fmt::format("--port {}: must be in [0, 65535]", o->port));
+    if (o->slots < 1) throw Error(fmt::format("--slots {}: must be at least 1", o->slots));
+    if (o->queue < 0) throw Error(fmt::format("--queue {}: must be >= 0", o->queue));
+    if (o->prefill_chunk < 1) throw Error(fmt::format("--prefill-chunk {}: must be >= 1", o->prefill_chunk));
+    if (!o->save_path.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(o->save_path, ec);
+      if (!std::filesystem::is_directory(o->save_path, ec))
+        throw Error(fmt::format("--slot-save-path {}: not a folder that can be created", o->save_path));
+    }
     if (!std::filesystem::exists(o->m.model)) throw Error(fmt::format("{}: no such model file or folder", o->m.model));
 
     auto st = std::make_shared<State>();
@@ -223,14 +245,24 @@ Runner register_serve(CLI::App& app, CommonOptions& common) {
     if (st->model_id.ends_with(".gguf")) st->model_id.resize(st->model_id.size() - 5);
 
     httplib::Server svr;
-    svr.new_task_queue = [] { return new httplib::ThreadPool(32); };
+    svr.new_task_queue = [] { return new httplib::ThreadPool(64); };
     svr.set_payload_max_length(static_cast<std::size_t>(o->max_body));
-    svr.set_read_timeout(30, 0);
+    svr.set_read_timeout(10, 0);
+    // cpp-httplib's default socket options add SO_REUSEPORT, with which a second server on the same
+    // port binds too and the kernel splits the connections between them (and their --api-key):
+    // SO_REUSEADDR only, so a taken port is refused.
+    svr.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const char*>(&yes), sizeof(yes));
+    });
     const std::string key = o->api_key;
     svr.set_pre_routing_handler([key](const httplib::Request& req, httplib::Response& res) {
       if (key.empty() || req.path == "/" || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
       const std::string auth = req.get_header_value("Authorization");
-      if (auth == "Bearer " + key) return httplib::Server::HandlerResponse::Unhandled;
+      // The scheme name is case-insensitive (RFC 9110 11.1); the key is not.
+      const bool bearer = auth.size() > 7 && (auth.compare(0, 7, "Bearer ") == 0 || auth.compare(0, 7, "bearer ") == 0 ||
+                                              auth.compare(0, 7, "BEARER ") == 0);
+      if (bearer && auth.compare(7, std::string::npos, key) == 0) return httplib::Server::HandlerResponse::Unhandled;
       send_error(res, ApiError(401, auth.empty() ? "You didn't provide an API key: send 'Authorization: Bearer KEY'"
                                                  : "Incorrect API key provided",
                                "", "invalid_api_key"));
@@ -246,6 +278,10 @@ Runner register_serve(CLI::App& app, CommonOptions& common) {
         send_error(res, ApiError(413, "the request body is larger than --max-body allows", "", "request_too_large"));
       else if (res.status == 404)
         send_error(res, ApiError(404, fmt::format("no route {} {}", req.method, req.path), "", "unknown_url"));
+      else if (res.status == 400 && req.method == "POST" && !req.has_header("Content-Length") &&
+               !req.has_header("Transfer-Encoding"))
+        send_error(res, ApiError(400, "a POST needs a Content-Length header: send a body (curl -d '' or -d '{}')", "",
+                                 "invalid_request_error"));
       else
         send_error(res, ApiError(res.status, fmt::format("HTTP {}", res.status), "", "",
                                  res.status >= 500 ? "server_error" : "invalid_request_error"));

@@ -10,6 +10,8 @@ errors (e.g. llama.cpp's context overflow) are recorded as wrong answers and cou
 
 Systems (--systems, comma-separated):
   am, streaming, recent, ...  kvcompact serve --method NAME --ctx CTX (a fresh server process each)
+  full                        kvcompact serve with a --ctx that never compacts: the whole history
+                              in the cache, the upper bound of the others
   llamacpp                    python -m llama_cpp.server --n_ctx CTX, as it ships (no truncation)
   trunc                       client-side truncation: the oldest user/assistant pairs are dropped
                               until the rendered prompt plus max_tokens fits CTX, sent to
@@ -265,7 +267,7 @@ def system_server(name, a, geo):
                "--n_threads_batch", str(a.threads), "--seed", "0"]
         srv = Server(cmd, logp, port=port, health="/v1/models")
         return srv, llamacpp_kv_bytes(a.ctx, geo)
-    if name == "trunc":  # kvcompact with a ctx that never compacts
+    if name in ("trunc", "full"):  # kvcompact with a ctx that never compacts (full: the whole history)
         big = max(4 * a.ctx, a.target_tokens * 2)
         cmd = [kvc, "serve", "--model", a.model, "--port", "0", "--ctx", str(big), "--threads", str(a.threads),
                "--slots", str(a.slots), "--kv-budget", str(a.trunc_kv_budget_mib)]
@@ -300,6 +302,8 @@ def summarize(name, recs, wall, mem_formula, server_start_s, label):
 def label_of(name, a):
     if name == "llamacpp":
         return f"llama.cpp server, n_ctx {a.ctx} (as shipped)"
+    if name == "full":
+        return "full cache (kvcompact serve, no compaction): the upper bound"
     if name == "trunc":
         return f"truncation (oldest pairs) to {a.ctx}, {'llama.cpp' if a.trunc_backend == 'llamacpp' else 'kvcompact'}"
     return f"kvcompact serve --method {name} --ctx {a.ctx}"

@@ -110,6 +110,7 @@ Engine::Engine(const Model& model, EngineOptions options)
     for (const char* e : kEndOfTurn)
       if (p == e) stop_tokens_.insert(id);
   }
+  refresh_metrics({});  // sessions saved by an earlier run are listed before any request
   worker_ = std::thread([this] { run(); });
   compactor_ = std::thread([this] { compact_loop(); });
 }

@@ -188,6 +188,9 @@ nlohmann::ordered_json parse_body(std::string_view body) {
   } catch (const nlohmann::json::parse_error& e) {
     throw ApiError(400, fmt::format("the request body is not valid JSON (or not valid UTF-8): {}", e.what()), "",
                    "invalid_json");
+  } catch (const nlohmann::json::out_of_range&) {
+    throw ApiError(400, "the request body holds a number outside the range of a double (e.g. 1e400)", "",
+                   "invalid_json");
   }
 }
 
@@ -319,7 +322,7 @@ std::string prometheus_metrics(const EngineMetrics& m, const std::string& model)
   o += fmt::format("# HELP kvcompact_info The served model.\n# TYPE kvcompact_info gauge\nkvcompact_info{{model=\"{}\"}} 1\n",
                    model);
   metric("requests_total", "counter", "Requests answered.", m.requests);
-  metric("requests_failed_total", "counter", "Requests that ended in an error.", m.requests_failed);
+  metric("requests_failed_total", "counter", "Generations that the engine ended in an error (a prompt no compaction can hold, a failure); requests refused by the HTTP layer (400 on parsing, 401, 404, 413) are not counted, 429s are requests_rejected_total.", m.requests_failed);
   metric("requests_cancelled_total", "counter", "Requests whose client went away.", m.requests_cancelled);
   metric("requests_rejected_total", "counter", "Requests refused with 429 (queue full).", m.requests_rejected);
   metric("requests_in_flight", "gauge", "Requests generating now.", m.in_flight);

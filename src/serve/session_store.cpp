@@ -33,7 +33,7 @@ SessionStore::SessionStore(const Model& model, uint64_t fingerprint, std::string
     try {
       check_name(name);
       const std::unique_ptr<Session> read = read_session(f.string(), name);
-      Saved sv{f.string(), read->tokens, read->compacted_until};
+      Saved sv{f.string(), read->tokens, read->compacted_until, read->protected_prefix};
       saved_[name] = std::move(sv);
       // Keep ids of restored sessions from colliding with new ones.
       if (name.size() > 1 && name[0] == 's' && std::all_of(name.begin() + 1, name.end(), ::isdigit))
@@ -96,16 +96,23 @@ Checkout SessionStore::take(std::span<const int> prompt, int max_rollback) {
   const int limit = static_cast<int>(prompt.size()) - 1;  // one token is always fed
   std::string best;
   int best_len = 0;
-  auto consider = [&](const std::string& id, std::span<const int> history, int compacted_until) {
+  auto consider = [&](const std::string& id, std::span<const int> history, int compacted_until, int protected_prefix) {
     if (!extends(history, prompt, max_rollback)) return;  // diverges too early: another branch
     const int m = static_cast<int>(common_prefix(history, prompt));
     const int use = std::min(m, limit);
     if (use < compacted_until || use <= 0) return;
+    // A rollback that keeps little beyond the template and system prefix would hand this session
+    // to another conversation that only shares the system prompt (and overwrite its saved file):
+    // a prompt may roll a session back only when it shares more than half of the conversation
+    // after that prefix (a regenerated last answer, an edited last message).
+    const int hist = static_cast<int>(history.size()), pp = std::min(protected_prefix, hist);
+    if (use < hist && 2 * (use - pp) <= hist - pp) return;
     if (use > best_len) best_len = use, best = id;
   };
-  for (const auto& [id, s] : idle_) consider(id, s->tokens, earliest_rollback(s->cache, s->compacted_until));
+  for (const auto& [id, s] : idle_)
+    consider(id, s->tokens, earliest_rollback(s->cache, s->compacted_until), s->protected_prefix);
   for (const auto& [id, sv] : saved_)
-    if (!idle_.count(id)) consider(id, sv.tokens, sv.compacted_until);
+    if (!idle_.count(id)) consider(id, sv.tokens, sv.compacted_until, sv.protected_prefix);
   Checkout out;
   if (best.empty()) {
     out.session = std::make_unique<Session>();
@@ -161,6 +168,7 @@ void SessionStore::save(const Session& s, const std::string& name) {
   sv.path = path;
   sv.tokens = s.tokens;
   sv.compacted_until = s.compacted_until;
+  sv.protected_prefix = s.protected_prefix;
   saved_[name] = std::move(sv);
 }
 
@@ -179,7 +187,7 @@ void SessionStore::restore(const std::string& name) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw Error(fmt::format("{}: no such saved slot", path));
   std::unique_ptr<Session> s = read_session(path, name);
-  saved_[name] = Saved{path, s->tokens, s->compacted_until};
+  saved_[name] = Saved{path, s->tokens, s->compacted_until, s->protected_prefix};
   idle_.erase(name);
   put(std::move(s));
 }

@@ -42,7 +42,9 @@ class SessionStore {
   /// The idle session whose history the prompt extends, reusing as much as possible: a session
   /// qualifies when the prompt agrees with all of its history but at most its last `max_rollback`
   /// tokens and the agreement reaches past its compacted part; it is rolled back to the agreed
-  /// length (at most prompt.size() - 1, so one token is left to feed). A saved session is read
+  /// length (at most prompt.size() - 1, so one token is left to feed). A rollback also needs the
+  /// agreement to cover more than half of the history after the session's protected prefix, so
+  /// that a conversation sharing only the system prompt starts its own session. A saved session is read
   /// from its file. Returns a new empty session when none qualifies.
   Checkout take(std::span<const int> prompt, int max_rollback);
 
@@ -89,6 +91,7 @@ class SessionStore {
     std::string path;
     std::vector<int> tokens;
     int compacted_until = 0;
+    int protected_prefix = 0;
   };
   /// Reads a saved session: its .kvc file (checked against the model) and the .json of its serve
   /// state beside it. Throws Error naming the file.

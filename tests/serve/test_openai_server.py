@@ -126,6 +126,9 @@ def raw_errors(server):
         ("slot unknown action", "POST", "/slots/s1?action=explode", None, {}, 400),
         ("completions without prompt", "POST", "/v1/completions", {"max_tokens": 3}, {}, 400),
         ("too many messages", "POST", P, with_(messages=[{"role": "user", "content": "x"}] * 2000), {}, 400),
+        ("number beyond a double", "POST", P, b'{"messages": [{"role": "user", "content": "x"}], "temperature": 1e400}',
+         {}, 400),
+        ("slot erase of an unknown session", "POST", "/slots/nobody?action=erase", b"", {}, 404),
     ]
 
 
@@ -169,6 +172,14 @@ def test_errors_arrive_as_the_clients_exceptions(server):
     assert e.value.code == "context_length_exceeded", str(e.value)
     numbers = [int(x) for x in re.findall(r"\d+", e.value.message)]
     assert 384 in numbers and any(n > 1000 for n in numbers), e.value.message  # --ctx and the message's tokens
+    # The same with stream=True: the 400 comes before the stream (the headers wait for the first event).
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model=server.model_id(), max_tokens=4, stream=True,
+                                  messages=[{"role": "user", "content": "word " * 1000}])
+    assert e.value.code == "context_length_exceeded", str(e.value)
+    # A lower-case scheme name is the same scheme (RFC 9110); the key itself is compared exactly.
+    status, _ = server.request("GET", "/v1/models", headers={"Authorization": "bearer " + server.api_key}, auth=False)
+    assert status == 200
 
 
 def test_second_turn_prefills_only_new_tokens(server):
@@ -311,3 +322,17 @@ def test_kill_9_mid_stream_keeps_the_saved_session(tmp_path):
         assert k["reused_tokens"] >= r1.usage.prompt_tokens  # the saved session was read back
     finally:
         s2.stop()
+
+
+def test_a_taken_port_is_refused(server):
+    """A second server on the first one's port exits with an error naming the port: it does not
+    bind beside it (SO_REUSEPORT would split the connections, and their --api-key, between them)."""
+    r = subprocess.run([str(BIN), "serve", "--model", str(MODEL), "--port", str(server.port), "--threads", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert f"--port {server.port}: cannot listen" in r.stderr, r.stderr
+    r = subprocess.run([str(BIN), "serve", "--model", str(MODEL), "--port", "99999"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode != 0 and "--port 99999: must be in [0, 65535]" in r.stderr, r.stderr
+    status, _ = server.request("GET", "/health")
+    assert status == 200
