@@ -65,9 +65,13 @@ void BM_DequantizeRow(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kIn);
 }
 
+/// n rows of X through one projection: n = 1 is a decode step, n = 512 a prefill (exact mode:
+/// dequantise + sgemm; fast mode without AMX: the int8 tiled GEMM). Third argument: 0 exact, 1 fast.
 void BM_MatmulTyped(benchmark::State& state) {
   const auto t = static_cast<WeightType>(state.range(0));
   const int n = static_cast<int>(state.range(1));
+  const MatmulMode before = matmul_mode();
+  set_matmul_mode(state.range(2) ? MatmulMode::FastQuant : MatmulMode::Exact);
   const std::vector<std::uint8_t> b = random_matrix(t, kOut, kIn);
   const WeightMatrix W = WeightMatrix::view(t, b.data(), kOut, kIn);
   std::vector<float> X(static_cast<std::size_t>(n) * kIn, 0.5f), Y(static_cast<std::size_t>(n) * kOut);
@@ -75,8 +79,9 @@ void BM_MatmulTyped(benchmark::State& state) {
     matmul_wt(X.data(), W, Y.data(), n, kIn, kOut);
     benchmark::DoNotOptimize(Y.data());
   }
-  state.SetLabel(weight_type_name(t));
-  state.SetItemsProcessed(state.iterations() * static_cast<long>(kIn) * kOut);  // weights used
+  set_matmul_mode(before);
+  state.SetLabel(std::string(weight_type_name(t)) + (state.range(2) ? " fast" : " exact"));
+  state.SetItemsProcessed(state.iterations() * static_cast<long>(kIn) * kOut * n);  // multiply-adds
 }
 
 void types(benchmark::internal::Benchmark* b) {
@@ -86,9 +91,10 @@ void types(benchmark::internal::Benchmark* b) {
     b->Arg(static_cast<int>(t));
 }
 void types_tokens(benchmark::internal::Benchmark* b) {
-  for (int n : {1, 64})
-    for (WeightType t : {WeightType::Q8_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q4_K, WeightType::Q6_K})
-      b->Args({static_cast<int>(t), n});
+  for (int n : {1, 64, 512})
+    for (WeightType t : {WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q4_K,
+                         WeightType::Q5_K, WeightType::Q6_K})
+      for (int fast : {0, 1}) b->Args({static_cast<int>(t), n, fast});
 }
 
 /// One decoded token through a projection far larger than the caches (Qwen3-0.6B's tied lm_head:

@@ -17,6 +17,7 @@
 #include "core/weight_matrix.h"
 #include "core/dequant.h"
 #include "core/half.h"
+#include "ops/bf16_gemm.h"
 #include "ops/isa.h"
 #include "ops/matmul.h"
 #include "ops/quant_dot.h"
@@ -232,6 +233,49 @@ TEST(FastKernels, KQuantInt8DotsMatchTheElementWiseReference) {
           RecordProperty(std::string(weight_type_name(t)) + "_" + isa_name(isa) + "_worst", std::to_string(worst));
         }
       }
+    }
+  }
+}
+
+TEST(FastKernels, PrefillInt8GemmMatchesTheRowByRowTwins) {
+  // The fast mode's prefill GEMM (more rows than a decode step; matmul.cpp's tiles of W rows x
+  // groups of 4 activation rows) against the scalar twin run one activation row at a time, and,
+  // for the K-quants, against the element-wise reference: 37 rows (not a multiple of 4) and 300
+  // output rows (several tiles, the last one partial), at every level this machine has.
+  KernelState keep;
+  std::mt19937 rng(33);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int n = 37, out = 300, in = 1024;
+  std::vector<float> X(static_cast<std::size_t>(n) * in);
+  for (auto& x : X) x = u(rng);
+  for (WeightType t : kAllTypes) {
+    if (!quant_dot_supported(t)) continue;
+    const std::vector<std::uint8_t> bytes = weights(t, out, in, rng);
+    const WeightMatrix W = WeightMatrix::view(t, bytes.data(), out, in);
+    const std::size_t rb = weight_row_bytes(t, in);
+    QuantizedRows xq;
+    quantize_rows(t, X.data(), n, in, xq);
+    std::vector<float> S(static_cast<std::size_t>(n) * out);
+    for (int i = 0; i < n; ++i)
+      quant_rows_dot(t, W.bytes(), rb, 0, out, xq.view(i, 1), S.data() + static_cast<std::size_t>(i) * out, out, Isa::Scalar);
+    const double scale = max_abs(S);
+    if (quant_dot_k_blocks(t))
+      for (int i = 0; i < n; i += 9)
+        for (int o = 0; o < out; o += 7) {
+          const auto [ref, mag] = int8_reference(W, o, xq, i);
+          ASSERT_LE(std::fabs(S[static_cast<std::size_t>(i) * out + o] - ref), 1e-5 * mag) << weight_type_name(t);
+        }
+    for (Isa isa : levels()) {
+      SCOPED_TRACE(std::string(weight_type_name(t)) + " " + isa_name(isa));
+      set_kernel_isa(isa);
+      set_matmul_mode(MatmulMode::FastQuant);
+      std::vector<float> Y(S.size(), -7.0f);
+      matmul_wt(X.data(), W, Y.data(), n, in, out);
+      set_matmul_mode(MatmulMode::Exact);
+      if (bf16_matmul_available()) GTEST_SKIP() << "this CPU runs the fast prefill on AMX bf16 (bf16_matmul_test)";
+      double diff = 0;
+      for (std::size_t k = 0; k < Y.size(); ++k) diff = std::max(diff, static_cast<double>(std::fabs(Y[k] - S[k])));
+      EXPECT_LT(diff, 1e-5 * scale) << "max abs diff " << diff << " to the row-by-row scalar twin, values up to " << scale;
     }
   }
 }

@@ -155,12 +155,12 @@ void decode_kblock(WeightType t, const std::uint8_t* p, KBlock& k) {
 /// exact integer sum of sc * q * y over the 16-weight groups and of mn * bsum, then
 /// sumf += (d * dy) * sumi - (dmin * dy) * summ in float32.
 __attribute__((optimize("no-tree-vectorize")))
-float dot_scalar_k(WeightType t, const std::uint8_t* row, const QuantizedRows& xq, int i) {
+float dot_scalar_k(WeightType t, const std::uint8_t* row, const QuantizedRowsView& xq, int i) {
   const int cols = xq.cols, nb = cols / 256;
   const std::size_t bb = weight_block_bytes(t);
-  const std::int8_t* y = xq.q.data() + static_cast<std::size_t>(i) * cols;
-  const float* yd = xq.d.data() + static_cast<std::size_t>(i) * nb;
-  const std::int32_t* bs = xq.sum.data() + static_cast<std::size_t>(i) * (cols / 16);
+  const std::int8_t* y = xq.q + static_cast<std::size_t>(i) * cols;
+  const float* yd = xq.d + static_cast<std::size_t>(i) * nb;
+  const std::int32_t* bs = xq.sum + static_cast<std::size_t>(i) * (cols / 16);
   float sumf = 0.0f;
   KBlock k;
   for (int b = 0; b < nb; ++b) {
@@ -181,15 +181,15 @@ float dot_scalar_k(WeightType t, const std::uint8_t* row, const QuantizedRows& x
 // sums below wrongly (a Q8_0 block gave -6.61 where the exact sum is 1.22; -fno-tree-vectorize
 // gives 1.22), so the scalar reference is kept out of the vectoriser.
 __attribute__((optimize("no-tree-vectorize")))
-float dot_scalar(WeightType t, const std::uint8_t* row, const QuantizedRows& xq, int i) {
+float dot_scalar(WeightType t, const std::uint8_t* row, const QuantizedRowsView& xq, int i) {
   if (t == WeightType::Q2_K || t == WeightType::Q3_K || t == WeightType::Q5_K || t == WeightType::Q6_K)
     return dot_scalar_k(t, row, xq, i);
   const int cols = xq.cols;
-  const std::int8_t* y = xq.q.data() + static_cast<std::size_t>(i) * cols;
+  const std::int8_t* y = xq.q + static_cast<std::size_t>(i) * cols;
   if (t == WeightType::Q4_K) {
     const int nb = cols / 256;
-    const float* yd = xq.d.data() + static_cast<std::size_t>(i) * nb;
-    const std::int32_t* bs = xq.sum.data() + static_cast<std::size_t>(i) * (cols / 16);
+    const float* yd = xq.d + static_cast<std::size_t>(i) * nb;
+    const std::int32_t* bs = xq.sum + static_cast<std::size_t>(i) * (cols / 16);
     float sumf = 0.0f;
     for (int b = 0; b < nb; ++b) {
       const std::uint8_t* p = row + 144 * static_cast<std::size_t>(b);
@@ -211,8 +211,8 @@ float dot_scalar(WeightType t, const std::uint8_t* row, const QuantizedRows& xq,
     return sumf;
   }
   const int nb = cols / 32;
-  const float* yd = xq.d.data() + static_cast<std::size_t>(i) * nb;
-  const float* ys = xq.s.data() + static_cast<std::size_t>(i) * nb;
+  const float* yd = xq.d + static_cast<std::size_t>(i) * nb;
+  const float* ys = xq.s + static_cast<std::size_t>(i) * nb;
   float sumf = 0.0f;
   for (int b = 0; b < nb; ++b) {
     const std::int8_t* yb = y + 32 * b;
@@ -284,7 +284,7 @@ inline __m256i bits_to_bytes(std::uint32_t bits) {  // byte j = 0xFF where bit j
 /// for AVX2 with the signs moved to y), its scale and min, and the integer offset to subtract
 /// per unit of sum(y) (8 for Q4_0, 16 for Q5_0, 128 for Q8_0 with VNNI).
 template <WeightType T, bool kVnni, int N>
-void rows_q32(const std::uint8_t* base, std::size_t rb, int r0, int r1, const QuantizedRows& xq, float* Y, int ldy) {
+void rows_q32(const std::uint8_t* base, std::size_t rb, int r0, int r1, const QuantizedRowsView& xq, float* Y, int ldy) {
   constexpr bool kMin = T == WeightType::Q4_1 || T == WeightType::Q5_1;
   constexpr bool kFive = T == WeightType::Q5_0 || T == WeightType::Q5_1;
   constexpr int kBytes = T == WeightType::Q8_0 ? 34 : T == WeightType::Q4_0 ? 18 : T == WeightType::Q4_1 ? 20 : T == WeightType::Q5_0 ? 22 : 24;
@@ -295,10 +295,10 @@ void rows_q32(const std::uint8_t* base, std::size_t rb, int r0, int r1, const Qu
   const float* ys[N];
   const std::int32_t* ysum[N];
   for (int i = 0; i < N; ++i) {
-    yq[i] = xq.q.data() + static_cast<std::size_t>(i) * cols;
-    yd[i] = xq.d.data() + static_cast<std::size_t>(i) * nb;
-    ys[i] = xq.s.data() + static_cast<std::size_t>(i) * nb;
-    ysum[i] = xq.sum.data() + static_cast<std::size_t>(i) * nb;
+    yq[i] = xq.q + static_cast<std::size_t>(i) * cols;
+    yd[i] = xq.d + static_cast<std::size_t>(i) * nb;
+    ys[i] = xq.s + static_cast<std::size_t>(i) * nb;
+    ysum[i] = xq.sum + static_cast<std::size_t>(i) * nb;
   }
   for (int o = r0; o < r1; ++o) {
     const std::uint8_t* row = base + static_cast<std::size_t>(o) * rb;
@@ -345,7 +345,7 @@ void rows_q32(const std::uint8_t* base, std::size_t rb, int r0, int r1, const Qu
 /// unsigned quants (Q5_K: nibble | high bit << 4, at most 31) with y, madd with the 6-bit scale,
 /// one float FMA per super-block; mins through the bsums.
 template <bool kFive, int N>
-void rows_q45k(const std::uint8_t* base, std::size_t rb, int r0, int r1, const QuantizedRows& xq, float* Y, int ldy) {
+void rows_q45k(const std::uint8_t* base, std::size_t rb, int r0, int r1, const QuantizedRowsView& xq, float* Y, int ldy) {
   constexpr int kBytes = kFive ? 176 : 144, kQs = kFive ? 48 : 16;
   const int cols = xq.cols, nb = cols / 256;
   for (int o = r0; o < r1; ++o) {
@@ -372,8 +372,8 @@ void rows_q45k(const std::uint8_t* base, std::size_t rb, int r0, int r1, const Q
           }
       }
       for (int i = 0; i < N; ++i) {
-        const std::int8_t* y = xq.q.data() + static_cast<std::size_t>(i) * cols + 256 * b;
-        const std::int32_t* bs = xq.sum.data() + static_cast<std::size_t>(i) * (cols / 16) + 16 * b;
+        const std::int8_t* y = xq.q + static_cast<std::size_t>(i) * cols + 256 * b;
+        const std::int32_t* bs = xq.sum + static_cast<std::size_t>(i) * (cols / 16) + 16 * b;
         const float dy = xq.d[static_cast<std::size_t>(i) * nb + b];
         __m256i sumi = _mm256_setzero_si256();
         int summ = 0;
@@ -398,7 +398,7 @@ void rows_q45k(const std::uint8_t* base, std::size_t rb, int r0, int r1, const Q
 /// as offset * sum(sc * bsum) instead of one more maddubs per group; Q2_K's mins likewise as
 /// dmin * dy * sum(mn * bsum). The integer sums equal ggml's.
 template <WeightType T, int N>
-void rows_k16(const std::uint8_t* base, std::size_t rb, int r0, int r1, const QuantizedRows& xq, float* Y, int ldy) {
+void rows_k16(const std::uint8_t* base, std::size_t rb, int r0, int r1, const QuantizedRowsView& xq, float* Y, int ldy) {
   constexpr int kBytes = T == WeightType::Q6_K ? 210 : T == WeightType::Q3_K ? 110 : 84;
   constexpr int kOffsetShift = T == WeightType::Q6_K ? 5 : T == WeightType::Q3_K ? 2 : 0;  // offset 32, 4, none
   constexpr bool kMins = T == WeightType::Q2_K;
@@ -462,7 +462,7 @@ void rows_k16(const std::uint8_t* base, std::size_t rb, int r0, int r1, const Qu
           scv[g] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pat));
         }
         for (int i = 0; i < N; ++i) {
-          const std::int8_t* y = xq.q.data() + static_cast<std::size_t>(i) * cols + 256 * b + 128 * h;
+          const std::int8_t* y = xq.q + static_cast<std::size_t>(i) * cols + 256 * b + 128 * h;
           for (int g = 0; g < 4; ++g) {
             const __m256i yv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32 * g));
             sumi[i] = _mm256_add_epi32(sumi[i], _mm256_madd_epi16(scv[g], _mm256_maddubs_epi16(u[g], yv)));
@@ -473,7 +473,7 @@ void rows_k16(const std::uint8_t* base, std::size_t rb, int r0, int r1, const Qu
       [[maybe_unused]] __m256i mn_lo, mn_hi;
       if constexpr (kMins) mn_lo = _mm256_cvtepi8_epi32(mn8), mn_hi = _mm256_cvtepi8_epi32(_mm_srli_si128(mn8, 8));
       for (int i = 0; i < N; ++i) {
-        const std::int32_t* bs = xq.sum.data() + static_cast<std::size_t>(i) * (cols / 16) + 16 * b;
+        const std::int32_t* bs = xq.sum + static_cast<std::size_t>(i) * (cols / 16) + 16 * b;
         const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bs));
         const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bs + 8));
         const float dy = xq.d[static_cast<std::size_t>(i) * nb + b];
@@ -493,7 +493,7 @@ void rows_k16(const std::uint8_t* base, std::size_t rb, int r0, int r1, const Qu
 }
 
 template <bool kVnni, int N>
-bool rows_simd(WeightType t, const std::uint8_t* base, std::size_t rb, int r0, int r1, const QuantizedRows& xq, float* Y, int ldy) {
+bool rows_simd(WeightType t, const std::uint8_t* base, std::size_t rb, int r0, int r1, const QuantizedRowsView& xq, float* Y, int ldy) {
   switch (t) {
     case WeightType::Q8_0: rows_q32<WeightType::Q8_0, kVnni, N>(base, rb, r0, r1, xq, Y, ldy); return true;
     case WeightType::Q4_0: rows_q32<WeightType::Q4_0, kVnni, N>(base, rb, r0, r1, xq, Y, ldy); return true;
@@ -511,7 +511,7 @@ bool rows_simd(WeightType t, const std::uint8_t* base, std::size_t rb, int r0, i
 }
 
 template <bool kVnni>
-bool rows_simd_n(WeightType t, const std::uint8_t* base, std::size_t rb, int r0, int r1, const QuantizedRows& xq, float* Y, int ldy) {
+bool rows_simd_n(WeightType t, const std::uint8_t* base, std::size_t rb, int r0, int r1, const QuantizedRowsView& xq, float* Y, int ldy) {
   switch (xq.n) {
     case 1: return rows_simd<kVnni, 1>(t, base, rb, r0, r1, xq, Y, ldy);
     case 2: return rows_simd<kVnni, 2>(t, base, rb, r0, r1, xq, Y, ldy);
@@ -561,8 +561,20 @@ void quantize_rows(WeightType t, const float* X, int n, int cols, QuantizedRows&
   }
 }
 
+QuantizedRowsView QuantizedRows::view(int i0, int rows) const {
+  const std::size_t c = static_cast<std::size_t>(cols), i = static_cast<std::size_t>(i0);
+  const std::size_t nb = c / (k_blocks ? 256 : 32), ns = c / (k_blocks ? 16 : 32);
+  return QuantizedRowsView{q.data() + i * c, d.data() + i * nb, k_blocks ? nullptr : s.data() + i * nb,
+                           sum.data() + i * ns, rows, cols};
+}
+
 void quant_rows_dot(WeightType t, const std::uint8_t* base, std::size_t rb, int r0, int r1,
                     const QuantizedRows& xq, float* Y, int ldy, Isa isa) {
+  quant_rows_dot(t, base, rb, r0, r1, xq.view(0, xq.n), Y, ldy, isa);
+}
+
+void quant_rows_dot(WeightType t, const std::uint8_t* base, std::size_t rb, int r0, int r1,
+                    const QuantizedRowsView& xq, float* Y, int ldy, Isa isa) {
   if (r1 <= r0 || xq.n <= 0) return;
 #if defined(KVC_QDOT_VNNI)
   if (isa == Isa::Avx512 && rows_simd_n<true>(t, base, rb, r0, r1, xq, Y, ldy)) return;

@@ -15,6 +15,16 @@
 
 namespace kvcompact {
 
+/// Rows [i0, i0 + n) of a QuantizedRows, as the kernels read them (non-owning; valid while the
+/// QuantizedRows lives and is not resized). s is null for Q8_K blocks.
+struct QuantizedRowsView {
+  const std::int8_t* q;
+  const float* d;
+  const float* s;
+  const std::int32_t* sum;
+  int n, cols;
+};
+
 /// Activation rows quantised to int8 blocks.
 /// 32-element blocks (ggml block_q8_0 / block_q8_1, the AVX2 quantize_row_q8_*): amax = max |x|,
 ///   d = amax / 127 (stored rounded through f16), q = round-half-even(x * 127 / amax),
@@ -29,6 +39,8 @@ struct QuantizedRows {
   std::vector<float> d;           ///< [n, cols / block] block scales
   std::vector<float> s;           ///< [n, cols / 32] f16(d * sum) (32-element blocks only)
   std::vector<std::int32_t> sum;  ///< [n, cols / 32] sums of q; Q8_K: [n, cols / 16] bsums
+  /// Rows [i0, i0 + rows) (0 <= i0, i0 + rows <= n, unchecked).
+  QuantizedRowsView view(int i0, int rows) const;
 };
 
 /// Whether W of type t has an int8 dot kernel (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
@@ -54,5 +66,8 @@ void quantize_rows(WeightType t, const float* X, int n, int cols, QuantizedRows&
 /// ggml_vec_dot_q{2,3,5,6}_K_q8_K with signed quants).
 void quant_rows_dot(WeightType t, const std::uint8_t* base, std::size_t row_bytes, int r0, int r1,
                     const QuantizedRows& xq, float* Y, int ldy, Isa isa);
+/// The same over a view of up to 4 activation rows (the prefill GEMM's tiles: matmul.cpp).
+void quant_rows_dot(WeightType t, const std::uint8_t* base, std::size_t row_bytes, int r0, int r1,
+                    const QuantizedRowsView& xq, float* Y, int ldy, Isa isa);
 
 }  // namespace kvcompact
