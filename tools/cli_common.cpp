@@ -22,9 +22,10 @@ void add_common_options(CLI::App* cmd, CommonOptions& common) {
       ->check(non_negative_number());
   cmd->add_flag("--json", common.json, "print one JSON object on stdout");
   cmd->add_flag("--fast-quant", common.fast_quant,
-                "faster, not exact (default: exact float32): decode with int8-quantised activations against "
-                "Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K weights, as llama.cpp does; prefill in bfloat16 on AMX tiles "
-                "(CPUs with AMX-BF16; F32 weights stay exact)");
+                "faster, not exact (default: exact float32): int8-quantised activations against "
+                "Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q2_K..Q6_K weights, as llama.cpp does, in decode and (where the CPU "
+                "has no AMX) in prefill; prefill in bfloat16 on AMX tiles where it has AMX-BF16 (F32 weights "
+                "stay exact)");
 }
 
 void apply_common_options(const CommonOptions& common) {

@@ -97,17 +97,19 @@ def get_threads() -> int:
 
 def set_fast_mode(on: bool) -> None:
     """The CLI's --fast-quant for the whole process (default off: exact float32 arithmetic). On:
-    decoding (up to 4 rows) multiplies int8-quantised activations with Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K
-    weights as llama.cpp does, and prefill (more rows) rounds activations and decoded weights (any
-    type but F32) to bfloat16 and multiplies them on AMX tiles with float32 accumulation, where the
-    CPU has AMX-BF16. Not exact: SmolLM2 and Gemma 3 270M perplexity moved by < 1e-3 nats/token."""
+    int8-quantised activations multiply Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q2_K..Q6_K weights as llama.cpp
+    does, in decoding (up to 4 rows) and, where the CPU has no AMX, in prefill (tiles of weight rows
+    times groups of 4 rows); where it has AMX-BF16, prefill rounds activations and decoded weights
+    (any type but F32) to bfloat16 and multiplies them on AMX tiles with float32 accumulation. Not
+    exact: logits move by about the 8-bit rounding of the activations."""
 
 def fast_mode() -> bool:
     """Whether the fast (not exact) matmul mode is on (set_fast_mode, or KVC_FAST_QUANT=1 at start-up)."""
 
 def amx_prefill_available() -> bool:
     """Whether the fast mode's prefill runs on AMX tiles in this process (CPU with AMX-BF16, a build
-    for it, and the kernels not lowered by KVC_ISA); otherwise prefill stays exact in fast mode."""
+    for it, and the kernels not lowered by KVC_ISA); otherwise fast mode's prefill uses the int8
+    kernels (weight types without one, e.g. F16/BF16, stay exact)."""
 
 class _CacheViews:
     """Read-only views shared by CompactedCache and KVCache (copies, numpy float32)."""

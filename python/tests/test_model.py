@@ -320,8 +320,8 @@ def test_newcomer_review_fixes(stories):
 
 
 def test_fast_mode_prefill_close_to_exact_smollm2():
-    """set_fast_mode: prefill of a 24-token prompt in bfloat16 on AMX (where the CPU has it) stays
-    close to the exact logits, and is bit-identical to them where it does not run (fallback)."""
+    """set_fast_mode: prefill of a 24-token prompt in bfloat16 on AMX (where the CPU has it), or
+    through the int8 kernels (where it has not), stays close to the exact logits."""
     model = kvcompact.Model(str(require(SMOLLM2)))
     ids = model.tokenize("The capital of France is Paris. The capital of Italy is Rome. The capital of Spain is")
     assert len(ids) > 16 and not kvcompact.fast_mode()
@@ -333,14 +333,20 @@ def test_fast_mode_prefill_close_to_exact_smollm2():
     finally:
         kvcompact.set_fast_mode(False)
     assert not kvcompact.fast_mode()
-    if not kvcompact.amx_prefill_available():
-        assert np.array_equal(fast, exact)
-        return
     scale = np.abs(exact).max(axis=1)
     rel = np.abs(fast.astype(np.float64) - exact).max(axis=1) / scale
     print(f"fast vs exact: max |logit diff| / max |logit| = {rel.max():.3g}")
-    assert 0 < rel.max() <= 3e-2, rel.max()  # bf16 rounding: changed, but only a little
+    # bf16 rounding of activations and weights (AMX), or int8 rounding of the activations per block
+    # (as llama.cpp's CPU backend computes): changed, but only a little.
+    assert 0 < rel.max() <= (3e-2 if kvcompact.amx_prefill_available() else 1e-1), rel.max()
     assert np.mean(fast.argmax(axis=1) == exact.argmax(axis=1)) >= 0.9
+    # The next-token NLL of the prompt moves by little (nats/token).
+    def nll(lg):
+        lg = lg.astype(np.float64)[:-1]
+        lse = np.log(np.exp(lg - lg.max(axis=1, keepdims=True)).sum(axis=1)) + lg.max(axis=1)
+        return float(np.mean(lse - lg[np.arange(len(lg)), ids[1:]]))
+    print(f"prompt NLL: exact {nll(exact):.4f}, fast {nll(fast):.4f} nats/token")
+    assert abs(nll(fast) - nll(exact)) < 0.05
     assert np.array_equal(model.logits(ids), exact)  # back to exact
 
 
