@@ -118,6 +118,69 @@ TEST_F(ServeTest, CompactionKeepsPrefixAndRecentVerbatim) {
   EXPECT_EQ(allocated_bytes(s.cache), s.cache.total_entries() * (2 * d + 2) * 4);
 }
 
+// Two compactions of a growing conversation. Proportional allocation: the stretch the first
+// compaction produced (positions before its compacted_until) keeps round(keep_middle * its
+// original tokens / all middle tokens) entries, the rest goes to the newer stretch (worked out by
+// hand from the policy). Whole: one ratio over both, so a method that keeps the newest entries
+// ("recent") keeps nothing of the old stretch. Prefix and recent window stay verbatim either way.
+TEST_F(ServeTest, ProportionalAllocationKeepsEachStretchItsShare) {
+  const Transformer tr(model_->config, model_->weights);
+  const std::string text = std::string(kStory) + " " + kStory + " " + kStory;
+  const std::vector<int> all = ids(text);
+  const int n1 = static_cast<int>(all.size()) / 2;
+  ASSERT_GE(n1, 60);
+  for (const char* method : {"recent", "am"})
+    for (Allocation allocation : {Allocation::Proportional, Allocation::Whole}) {
+      SCOPED_TRACE(std::string(method) + " " + to_string(allocation));
+      Session s = prefilled(tr, all, static_cast<std::size_t>(n1));
+      s.protected_prefix = 5;
+      CompactionPolicy p;
+      p.ctx = n1;
+      p.keep_recent = 8;
+      p.target_ratio = 0.5;
+      p.allocation = allocation;
+      p.method = parse_method_spec(method);
+      check_policy(p);
+      ASSERT_TRUE(compact_session(tr, *model_->tokenizer, p, s));
+      const int c1 = s.compacted_until;
+      ASSERT_EQ(c1, n1 - 8);
+      // The rest of the conversation arrives: fed over the compacted cache at its own positions.
+      ForwardOptions fo;
+      fo.logits = LogitsMode::None;
+      tr.forward(std::span<const int>(all.data() + n1, all.size() - static_cast<std::size_t>(n1)), s.cache, fo);
+      s.tokens = all;
+      const int longest = static_cast<int>(longest_global_head(s.cache));
+      const int old_entries = p.target_entries() - 5 - 8;  // the first compaction's middle
+      const int middle = longest - 5 - 8, new_entries = middle - old_entries;
+      ASSERT_GT(new_entries, 2);
+      ASSERT_TRUE(compact_session(tr, *model_->tokenizer, p, s));
+      const int keep_middle = p.target_entries() - 5 - 8;
+      const int T = static_cast<int>(all.size());
+      const int want_old = static_cast<int>(
+          std::lround(keep_middle * static_cast<double>(c1 - 5) / ((c1 - 5) + new_entries)));
+      for (int l = 0; l < s.cache.n_layers(); ++l)
+        for (int g = 0; g < s.cache.n_kv_heads(); ++g) {
+          const HeadCache& h = s.cache.head(l, g);
+          ASSERT_LE(h.length(), static_cast<std::size_t>(p.target_entries()));
+          for (int i = 0; i < 5; ++i) EXPECT_EQ(h.positions[static_cast<std::size_t>(i)], i);
+          for (int i = 0; i < 8; ++i) EXPECT_EQ(h.positions[h.length() - 8 + static_cast<std::size_t>(i)], T - 8 + i);
+          int old_kept = 0;
+          for (std::size_t i = 5; i < h.length(); ++i) old_kept += h.positions[i] < c1;
+          if (allocation == Allocation::Proportional) {
+            EXPECT_EQ(old_kept, want_old) << l << "," << g;
+            EXPECT_EQ(static_cast<int>(h.length()), 5 + keep_middle + 8) << l << "," << g;
+          } else if (std::string(method) == "recent") {
+            EXPECT_EQ(old_kept, 0) << l << "," << g;
+          }
+          for (std::size_t i = 1; i < h.length(); ++i) EXPECT_LT(h.positions[i - 1], h.positions[i]);
+        }
+      EXPECT_EQ(s.compacted_until, T - 8);
+      EXPECT_EQ(s.compactions, 2);
+    }
+  EXPECT_EQ(parse_allocation("whole"), Allocation::Whole);
+  EXPECT_THROW(parse_allocation("half"), Error);
+}
+
 // SnapKV mid-conversation: the recent tokens' queries (fed again) are its observation window; it
 // keeps the prefix and the recent window and selects the rest by their votes.
 TEST_F(ServeTest, SnapKvVotesWithTheRecentTokens) {

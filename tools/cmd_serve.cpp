@@ -177,7 +177,7 @@ void handle_generation(const httplib::Request& http, httplib::Response& res, std
 Runner register_serve(CLI::App& app, CommonOptions& common) {
   struct Opts {
     ModelOptions m;
-    std::string host = "127.0.0.1", method = "am", save_path, api_key, alias;
+    std::string host = "127.0.0.1", method = "am", allocation = "proportional", save_path, api_key, alias;
     int port = 8080, ctx = 4096, slots = 4, queue = 16, keep_recent = -1, prefill_chunk = 512;
     double target_ratio = 0.5, kv_budget_mib = 0, high_water = 0.75;
     long long max_body = 2 << 20;
@@ -195,6 +195,7 @@ Runner register_serve(CLI::App& app, CommonOptions& common) {
   cmd->add_option("--method", o->method, "compaction method spec (default am: Attention Matching; also streaming, recent, knorm, keydiff, random, ...)");
   cmd->add_option("--keep-recent", o->keep_recent, "newest tokens kept verbatim at a compaction (default min(256, --ctx / 8))");
   cmd->add_option("--target-ratio", o->target_ratio, "after a compaction the largest head holds this fraction of --ctx (default 0.5)");
+  cmd->add_option("--allocation", o->allocation, "how a compaction shares the target: proportional (default: each stretch of the conversation keeps entries in proportion to the tokens it covers) or whole (one ratio over everything, so the oldest turns are compacted again at every compaction); snapkv always uses whole");
   cmd->add_option("--high-water", o->high_water, "between turns, compact ahead when the largest head holds more than this fraction of --ctx (default 0.75)");
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "prompt tokens fed per step and request (default 512)");
   cmd->add_option("--slot-save-path", o->save_path, "folder for sessions as .kvc files: written after each turn, on eviction and at SIGTERM; read back on demand and after a restart");
@@ -220,6 +221,7 @@ Runner register_serve(CLI::App& app, CommonOptions& common) {
     if (o->method == "snapkv") eo.policy.method = parse_method_spec(fmt::format("snapkv:window={}", eo.policy.keep_recent));
     eo.policy.target_ratio = o->target_ratio;
     eo.policy.high_water = o->high_water;
+    eo.policy.allocation = serve::parse_allocation(o->allocation);
     eo.kv_budget_bytes = static_cast<std::size_t>(o->kv_budget_mib * 1024 * 1024);
     eo.slots = o->slots;
     eo.queue = o->queue;

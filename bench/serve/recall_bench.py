@@ -10,6 +10,7 @@ errors (e.g. llama.cpp's context overflow) are recorded as wrong answers and cou
 
 Systems (--systems, comma-separated):
   am, streaming, recent, ...  kvcompact serve --method NAME --ctx CTX (a fresh server process each)
+  am@whole, ...               the same with --allocation whole (NAME@proportional: the default)
   full                        kvcompact serve with a --ctx that never compacts: the whole history
                               in the cache, the upper bound of the others
   llamacpp                    python -m llama_cpp.server --n_ctx CTX, as it ships (no truncation)
@@ -272,8 +273,11 @@ def system_server(name, a, geo):
         cmd = [kvc, "serve", "--model", a.model, "--port", "0", "--ctx", str(big), "--threads", str(a.threads),
                "--slots", str(a.slots), "--kv-budget", str(a.trunc_kv_budget_mib)]
     else:
-        cmd = [kvc, "serve", "--model", a.model, "--port", "0", "--ctx", str(a.ctx), "--method", name,
+        method, _, allocation = name.partition("@")
+        cmd = [kvc, "serve", "--model", a.model, "--port", "0", "--ctx", str(a.ctx), "--method", method,
                "--threads", str(a.threads), "--slots", str(a.slots)]
+        if allocation:
+            cmd += ["--allocation", allocation]
         if a.keep_recent is not None:
             cmd += ["--keep-recent", str(a.keep_recent)]
         if a.target_ratio is not None:
@@ -306,7 +310,8 @@ def label_of(name, a):
         return "full cache (kvcompact serve, no compaction): the upper bound"
     if name == "trunc":
         return f"truncation (oldest pairs) to {a.ctx}, {'llama.cpp' if a.trunc_backend == 'llamacpp' else 'kvcompact'}"
-    return f"kvcompact serve --method {name} --ctx {a.ctx}"
+    method, _, allocation = name.partition("@")
+    return f"kvcompact serve --method {method} --ctx {a.ctx}" + (f" --allocation {allocation}" if allocation else "")
 
 
 def markdown(results, a):
@@ -346,6 +351,8 @@ def main():
                     help="seconds per system; no new conversation starts after it (0 = none)")
     ap.add_argument("--log-dir", default="/tmp/recall_bench_logs")
     ap.add_argument("--out", default="recall_bench.json")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the systems --out already holds (same config) and run only the others")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args()
     a.model = os.path.abspath(a.model)
@@ -368,8 +375,20 @@ def main():
            "versions": {"openai": openai.__version__, "llama_cpp_python": llama_cpp.__version__,
                         "python": sys.version.split()[0]},
            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "results": []}
+    if a.resume and os.path.exists(a.out):
+        with open(a.out) as f:
+            old = json.load(f)
+        same = {k: v for k, v in old.get("config", {}).items() if k not in ("systems", "resume")} == \
+            {k: v for k, v in out["config"].items() if k not in ("systems", "resume")}
+        if not same:
+            sys.exit(f"recall_bench: {a.out} holds a run with other settings; give another --out or drop --resume")
+        out["results"] = [r for r in old.get("results", []) if "failed" not in r and "note" not in r]
+        out["date"] = old.get("date", out["date"])
+        log(f"resuming: {', '.join(r['system'] for r in out['results']) or 'nothing'} already in {a.out}")
     renderer = None
     for name in systems:
+        if any(r["system"] == name for r in out["results"]):
+            continue
         log(f"== system {name}")
         t0 = time.time()
         recs, start_s, note = [], None, None
