@@ -12,7 +12,7 @@
 #include "loaders/model_loader.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kBin = std::string(KVC_SHARED_DIR) + "/models/stories260K/stories260K.bin";
 
@@ -61,5 +61,5 @@ TEST(AnswerGeneration, AnswerNllEqualsPlainScoringOfTheAnswerTokens) {
   EXPECT_TRUE(std::isnan(answer_nll(model, prompt, "")));
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -5,7 +5,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 TEST(AnswerScoring, NumberTakesTheFirstNumber) {
   EXPECT_EQ(normalize_answer(" 48213. Remember it.", "number"), "48213");
@@ -100,5 +100,5 @@ TEST(AnswerScoring, CutAtStopUsesTheEarliestStopString) {
   EXPECT_EQ(cut_at_stop("\nleading", {"\n"}), "");
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -17,7 +17,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 std::vector<float> random_matrix(int rows, int cols, std::uint64_t seed, float scale) {
   std::mt19937_64 rng(seed);
@@ -384,5 +384,5 @@ TEST(AttentionMatchingVariants, SharedGramGivesTheSameFitsForNestedBudgets) {
   }
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -18,7 +18,7 @@
 #include "random_model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 using testing::make_random_model;
 using testing::RandomModel;
@@ -82,5 +82,5 @@ TEST(Backend, ConcurrentForwardsDrawSeparateWorkspaces) {
   EXPECT_LT(rel_max_diff(got_b, want_b), 1e-6);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

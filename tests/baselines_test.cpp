@@ -11,7 +11,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 std::vector<float> iota_matrix(int rows, int cols, float offset) {
   std::vector<float> m(static_cast<std::size_t>(rows) * cols);
@@ -103,5 +103,5 @@ TEST(Baselines, BadInputThrows) {
   EXPECT_THROW(compact_recent({K.data(), V.data(), nullptr, 4, 0, 0}, 2), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -14,7 +14,7 @@
 #include "cli_runner.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kShared = KVC_SHARED_DIR;
 const std::string kBin = kShared + "/models/stories260K/stories260K.bin";
@@ -53,5 +53,5 @@ TEST(BudgetEvalCli, WritesPointsAndPlotRedrawsThem) {
   expect_one_line_error(run_cli("budget-eval --model " + kBin + " --data " + kData + " --schedules flat"), "flat");
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

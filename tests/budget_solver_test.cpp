@@ -14,7 +14,7 @@
 #include "test_util.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 std::string tmp_dir() {
   std::string d = std::string(KVC_TEST_TMP) + "/budget_solver";
@@ -551,5 +551,5 @@ TEST(BudgetSolver, PaperFlatFormRoundTripsAndBadKeysAreNamed) {
   }
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -24,7 +24,7 @@
 #include "model/model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 namespace fs = std::filesystem;
 const std::string kShared = KVC_SHARED_DIR;
@@ -125,11 +125,11 @@ TEST_F(ChatCli, QaArticleIsTheUserMessageAndTheContextEndsWithTheArticle) {
   EXPECT_TRUE(read_json_file(out + "/docs/doc_00000.json").at("qa").at("chat").get<bool>());
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 // chat-render passes every message field through in its order (the library's rendering is
 // checked against transformers in chat_template_test) and reads a GGUF file's template.
@@ -159,5 +159,5 @@ TEST_F(ChatCli, ChatRenderKeepsMessageFieldsAndReadsGguf) {
   EXPECT_NE(b.err.find(bad + ": line 1: 'dict object' has no attribute 'nope'"), std::string::npos) << b.err;
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

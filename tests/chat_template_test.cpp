@@ -25,7 +25,7 @@
 #include "test_util.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
@@ -527,5 +527,5 @@ TEST(ChatTemplate, Qwen3HandWorked) {
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

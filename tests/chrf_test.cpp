@@ -5,7 +5,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 TEST(Chrf, IdenticalIs100AndDisjointIs0) {
   EXPECT_DOUBLE_EQ(chrf("The cat sat on the mat.", "The cat sat on the mat."), 100.0);
@@ -107,5 +107,5 @@ TEST(Chrf, RejectsBadOptions) {
   EXPECT_THROW(chrf("a", "a", 6, 0.0), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -13,7 +13,7 @@
 #include "model/model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 class ChunkedTest : public ::testing::Test {
  protected:
@@ -140,5 +140,5 @@ TEST_F(ChunkedTest, KeepingEverythingIsTheFullCacheAndBadUsesAreErrors) {
   EXPECT_THROW(compact_prefill(tr, *model_->tokenizer, pre, opts("am:queries=context", 0.25, 16)), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

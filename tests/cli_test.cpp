@@ -11,7 +11,7 @@
 #include <string>
 #include <unistd.h>
 
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kShared = KVC_SHARED_DIR;
 const std::string kBin = kShared + "/models/stories260K/stories260K.bin";
@@ -145,4 +145,4 @@ TEST(Cli, InfluenceNeedsExactlyOneOfDataAndQa) {
   expect_one_line_error(run_cli("influence --model " + kBin + " --data " + kData + " --chat --out " + out), "--chat");
 }
 
-}  // namespace
+}}  // namespace

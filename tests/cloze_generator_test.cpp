@@ -11,7 +11,7 @@
 #include "model/model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kShared = KVC_SHARED_DIR;
 
@@ -127,5 +127,5 @@ TEST(ClozeGenerator, ImpossibleRequestsAreRefused) {
   EXPECT_TRUE(is_content_word("Lily"));
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

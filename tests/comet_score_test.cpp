@@ -13,7 +13,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 /// Sets PATH for the scope of a test and restores it afterwards.
 class PathGuard {
@@ -114,5 +114,5 @@ TEST(CometScore, MismatchedListsAreRejected) {
   EXPECT_THROW(comet_score({}, {}, {}), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

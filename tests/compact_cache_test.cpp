@@ -18,7 +18,7 @@
 #include "model/model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kShared = KVC_SHARED_DIR;
 
@@ -176,5 +176,5 @@ TEST_F(CompactCacheTest, BadOptionsThrow) {
   EXPECT_EQ(list[2].as<H2oMethod>().recent(), 0.25);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -16,7 +16,7 @@
 #include "cli_runner.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kShared = KVC_SHARED_DIR;
 const std::string kEval = "compact-eval --model " + kShared + "/models/stories260K/stories260K.bin --data " + kShared +
@@ -129,5 +129,5 @@ TEST(CompactEvalShards, BadInputIsAOneLineError) {
   expect_one_line_error(run_cli("merge " + inf + " " + dir), "no influence shard manifests");
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

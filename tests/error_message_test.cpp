@@ -7,7 +7,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 TEST(ErrorMessage, ValidUtf8PassesUnchanged) {
   for (const std::string& s : {std::string("plain ascii: 1.5 is outside [0, 1]"), std::string("\xC4\xA0the"),  // Ġ
@@ -31,5 +31,5 @@ TEST(ErrorMessage, ErrorCarriesTheEscapedText) {
   EXPECT_STREQ(e.what(), "vocab.bin: token 7 '\\xe6' is not valid");
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -31,7 +31,7 @@
 #include "test_util.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 using namespace kvcompact::testing;
 namespace fs = std::filesystem;
@@ -272,5 +272,5 @@ TEST(FamiliesConfig, Gemma3MissingKeysAndRefusals) {
   EXPECT_EQ(p.layer_rope(0).scaling.type, RopeScalingType::None);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -15,7 +15,7 @@
 #include "random_model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 using testing::make_random_model;
 using testing::RandomModel;
@@ -141,5 +141,5 @@ TEST(ForwardBatch, RefusesMisuse) {
   EXPECT_EQ(d.next_position, 0);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

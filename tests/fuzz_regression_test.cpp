@@ -24,7 +24,7 @@
 #include "test_util.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 using testing::expect_error;
 
@@ -190,5 +190,5 @@ TEST(FuzzRegression, JsonIntAcceptsExactlyInt32Integers) {
   expect_error([] { (void)json_int64(json::parse("9223372036854775808"), "f", "tokens"); }, {"f: tokens:"});
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -33,7 +33,7 @@
 #include "tokenizer_cases.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -246,5 +246,5 @@ TEST_F(Gemma3Transformers, LogitsGreedyAndLlamaCppAgree) {
   }
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -21,7 +21,7 @@
 #include "core/half.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 namespace fs = std::filesystem;
 const std::string kGguf = std::string(KVC_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
@@ -506,5 +506,5 @@ TEST(Gguf, KQuantBlockMismatchNamesFileAndTensor) {
   }
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

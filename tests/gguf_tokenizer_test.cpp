@@ -17,7 +17,7 @@
 #include "tokenizer_cases.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -116,5 +116,5 @@ TEST(GgufTokenizer, UnknownModelAndPreTokenizerAreErrors) {
   EXPECT_TRUE(gguf_pre_tokenizer("llama-bpe", "x").ignore_merges);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -13,7 +13,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 std::vector<float> random_matrix(int rows, int cols, std::uint64_t seed, float scale) {
   std::mt19937_64 rng(seed);
@@ -138,5 +138,5 @@ TEST(HeadAttention, BadInputThrows) {
   EXPECT_THROW(compute_head_attention({K.data(), Vinf.data(), q, 1, 1, 2}), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

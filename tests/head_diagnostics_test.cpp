@@ -12,7 +12,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 HeadCache head_of(std::vector<float> keys, std::vector<float> values, std::vector<float> beta) {
   HeadCache h;
@@ -70,11 +70,11 @@ TEST(HeadDiagnostics, TheWholeHeadIsPerfectAndBadInputThrows) {
   EXPECT_EQ(diagnose_head(in, HeadCache{}).n_queries, 0);  // nothing to measure
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 // A key bias of log 2 on an entry is the same as two copies of that entry (head_attention.h):
 // the statistics of (k1 with bias log 2, k2) equal those of (k1, k1, k2) in output and mass,
@@ -101,5 +101,5 @@ TEST(HeadAttentionKeyBias, LogTwoEqualsADuplicatedKey) {
   EXPECT_THROW(compute_head_attention(a), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -14,7 +14,7 @@
 #include "random_model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 using testing::make_random_model;
 using testing::small_config;
@@ -266,5 +266,5 @@ TEST(HeadIntervention, LastChangesOnlyTheLastRowOfAPrefill) {
   expect_near(run_decoding(m, &last), want, 1e-5f);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -14,7 +14,7 @@
 #include "loaders/model_loader.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kBin = std::string(KVC_SHARED_DIR) + "/models/stories260K/stories260K.bin";
 
@@ -171,5 +171,5 @@ TEST(HeadScores, InfluenceIsMinusTheCurveAreaSpreadToQueryHeads) {
   EXPECT_THROW(read_head_scores(path, &other), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

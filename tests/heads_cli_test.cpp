@@ -11,7 +11,7 @@
 #include "io/json_file.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 using testing::expect_one_line_error;
 using testing::run_cli;
@@ -267,5 +267,5 @@ TEST(HeadsCli, CognitiveMirrorsOptions) {
                         "1.5 is outside (0, 1]");
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -14,7 +14,7 @@
 #include "ops/rope.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 using testing::expect_error;
 
@@ -163,5 +163,5 @@ TEST(HfConfig, RopeScalingFrequencies) {
   EXPECT_THROW(rope_inv_freq(8, 10000.0f, l3, f), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

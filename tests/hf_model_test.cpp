@@ -21,7 +21,7 @@
 #include "core/dequant.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 using namespace kvcompact::testing;
 namespace fs = std::filesystem;
@@ -402,5 +402,5 @@ TEST(HfModel, BadCheckpointsThrowErrorNamingFileAndTensor) {
   expect_error([&] { load_model(dir, "tok512.bin"); }, {dir, "tokenizer"});
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -37,7 +37,7 @@
 #include "python_ref.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -838,5 +838,5 @@ TEST(HfTokenizer, SentencePieceStyleMatchesRustTokenizers) {
   }
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -10,7 +10,7 @@
 #include "test_util.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 std::string tmp_dir() {
   std::string d = std::string(KVC_TEST_TMP) + "/influence_curves";
@@ -246,11 +246,11 @@ TEST(InfluenceCurves, BadFilesNameFileAndField) {
   expect_error([&] { read_influence_curves_json(dir + "/does_not_exist.json"); }, {"does_not_exist.json"});
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 // The trapezoid area the head rankings use (cmd_influence's listing, head_scores' influence
 // scores), worked by hand: 0.5*(2+1)*0.5 + 0.5*(1+0)*0.5 = 1.0; uneven spacing 0.5*(1+3)*0.2 +
@@ -268,5 +268,5 @@ TEST(InfluenceCurves, AreaIsTheTrapezoidOverTheRatios) {
   EXPECT_EQ(c.area(), 0.0);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -21,7 +21,7 @@
 #include "model/transformer.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 class InfluenceQaTest : public ::testing::Test {
  protected:
@@ -201,5 +201,5 @@ TEST_F(InfluenceQaTest, BudgetedBaselineGivesEachHeadItsOwnBudget) {
   EXPECT_THROW(sweep_context(*model_, context, 0, zero_baseline, make), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

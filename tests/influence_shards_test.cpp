@@ -17,7 +17,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kShared = KVC_SHARED_DIR;
 const std::string kBin = kShared + "/models/stories260K/stories260K.bin";
@@ -180,5 +180,5 @@ TEST(InfluenceShards, SlurmQuotesBlanksKeepsFastQuantAndChecksInputs) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/slurm"));
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -14,7 +14,7 @@
 #include "model/model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 class InfluenceTest : public ::testing::Test {
  protected:
@@ -133,5 +133,5 @@ TEST(InfluenceHeads, AllMeansTheGlobalLayersHeads) {
   EXPECT_EQ(influence_heads("all", c).size(), 8u);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

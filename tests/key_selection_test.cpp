@@ -12,7 +12,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 std::vector<float> random_matrix(int rows, int cols, std::uint64_t seed, float scale) {
   std::mt19937_64 rng(seed);
@@ -119,5 +119,5 @@ TEST(ScorePooling, HandWorkedAvgAndMax) {
   EXPECT_EQ(pooling_name({}), "none");
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -5,7 +5,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 TEST(KVCache, AppendAndBytesCountBiasOnlyWhenPresent) {
   KVCache cache(2, 3, 4);
@@ -72,5 +72,5 @@ TEST(KVCache, RollbackDropsWhatWasAppendedSinceTheMark) {
   EXPECT_THROW(other.rollback(m), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

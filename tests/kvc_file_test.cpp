@@ -27,7 +27,7 @@
 #include "random_model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kShared = KVC_SHARED_DIR;
 const std::string kBin = kShared + "/models/stories260K/stories260K.bin";
@@ -394,5 +394,5 @@ TEST(KvcCli, CompactThenContinueAndRefuseBadFiles) {
   EXPECT_NE(r.err.find("flipped.kvc"), std::string::npos) << r.err;
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -25,7 +25,7 @@
 #include "python_ref.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 using nlohmann::json;
 
@@ -190,5 +190,5 @@ TEST(KvpressMethods, SpecsParseAndRejectBadOptions) {
   EXPECT_THROW(adakv_select({{1.0, 2.0}}, {3}, 0.2), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -12,7 +12,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 TEST(LeastSquares, OverDetermined3x2ByHand) {
   // Fit b = x0 + x1*t through (t, b) = (0, 6), (1, 0), (2, 0).
@@ -203,11 +203,11 @@ TEST(LeastSquares, RefinedNormalEquationsReachTheQrMinimiser) {
   }
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 // check_finite_matrix finds a NaN or an infinity anywhere (first, middle, last entry) and names the
 // first such entry; the largest finite values, denormals and -0 pass.
@@ -234,5 +234,5 @@ TEST(CheckFiniteMatrix, FindsEveryNonFiniteEntryAndPassesExtremeFiniteOnes) {
   EXPECT_THROW(check_finite_matrix(m.data(), -1, 5, "m"), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -19,7 +19,7 @@
 #include "model/model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 namespace fs = std::filesystem;
 const std::string kDir = std::string(KVC_SHARED_DIR) + "/models/stories260K";
@@ -205,5 +205,5 @@ TEST(Llama2cTokenizer, ReadsTok512AndValidatesSize) {
   expect_error([&] { read_llama2c_tokenizer(write_file("tok_huge.bin", huge), 512); }, {"tok_huge.bin"});
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

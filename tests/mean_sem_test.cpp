@@ -11,7 +11,7 @@
 #include "core/log.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 TEST(MeanSem, HandWorked) {
   // {1, 2, 3, 4}: mean 2.5, sum of squares 5, std sqrt(5/3), sem sqrt(5/3)/2.
@@ -40,5 +40,5 @@ TEST(Log, LinesGoToTheSinkUntilItIsReset) {
   EXPECT_EQ(got, (std::vector<std::string>{"compact-eval: document 1/2", "kvcompact: warning: x"}));
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

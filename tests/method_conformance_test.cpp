@@ -18,7 +18,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 struct Head {
   int T = 40, d = 8, g = 2, n = 48;
@@ -134,5 +134,5 @@ INSTANTIATE_TEST_SUITE_P(Registry, EveryMethod, ::testing::ValuesIn(method_famil
                            return s;
                          });
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

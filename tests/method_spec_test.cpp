@@ -15,7 +15,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 // Expects parse_method_spec(text) to throw an Error whose message contains every fragment.
 void expect_error(const std::string& text, const std::vector<std::string>& fragments) {
@@ -226,5 +226,5 @@ TEST(MethodSpec, DispatchMatchesTheMethods) {
   EXPECT_FALSE(uses_context_queries(parse_method_spec("streaming")));
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

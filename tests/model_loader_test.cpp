@@ -19,7 +19,7 @@
 #include "io/spm_tokenizer.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 namespace fs = std::filesystem;
 const std::string kDir = std::string(KVC_SHARED_DIR) + "/models/stories260K";
@@ -206,5 +206,5 @@ TEST(ModelLoader, ParameterCountFormula) {
   EXPECT_EQ(parameter_count(c), 1990);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -11,7 +11,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 double objective(const std::vector<double>& M, int rows, int cols, const std::vector<double>& z,
                  const std::vector<double>& w) {
@@ -145,5 +145,5 @@ TEST(NnlsActiveSet, BadInputThrows) {
   EXPECT_EQ(zero, std::vector<double>(2, 0.0));
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -9,7 +9,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 // M = [[1, 0], [0, 1], [1, 1]], z = (3, -1, 1).
 // G = M^T M = [[2, 1], [1, 2]] (eigenvalues 1 and 3, so ||M||_2^2 = 3), M^T z = (4, 0).
@@ -109,5 +109,5 @@ TEST(Nnls, BadOptionsThrow) {
   EXPECT_THROW(bounded_nnls(kM, 3, 2, bad_z, NnlsOptions{}), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

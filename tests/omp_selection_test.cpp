@@ -13,7 +13,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 // Plain reference OMP: everything recomputed from scratch at every step, NNLS from a cold start.
 std::vector<int> reference_omp(const std::vector<double>& E, int n, int T, const std::vector<double>& z,
@@ -184,5 +184,5 @@ TEST(OmpSelection, BadInputThrows) {
   EXPECT_TRUE(omp_order(E.data(), 2, 2, z.data(), 0).order.empty());
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -15,7 +15,7 @@
 #include "model/model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 class OnPolicyTest : public ::testing::Test {
  protected:
@@ -151,5 +151,5 @@ TEST_F(OnPolicyTest, SpecRoundTripsAndBadUsesAreErrors) {
   EXPECT_THROW(compact_cache_on_policy(tr, pre, co), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -13,7 +13,7 @@
 #include "model/model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 class OnlineCompactionTest : public ::testing::Test {
  protected:
@@ -120,5 +120,5 @@ TEST_F(OnlineCompactionTest, BadOptionsAreErrors) {
                Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -19,7 +19,7 @@
 #include "ops/vexp.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 std::vector<float> random_vec(std::size_t n, uint64_t seed, float a = 1.0f) {
   std::mt19937_64 rng(seed);
@@ -333,5 +333,5 @@ TEST(Ops, ExpShiftedSumIsOneSoftmaxRow) {
   EXPECT_EQ(max_value(one, 1), -3.0f);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -19,7 +19,7 @@
 #include "model/transformer.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 using json = nlohmann::json;
 using namespace kvcompact::testing;
@@ -127,5 +127,5 @@ TEST(PaddedVocabulary, LogitsAndCompactWarnPastMaxSeqLen) {
   EXPECT_NE(c.err.find(warning + " 16 run past the model's max_seq_len 8"), std::string::npos) << c.err;
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -11,7 +11,7 @@
 #include "random_model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 using testing::make_random_model;
 using testing::small_config;
@@ -130,5 +130,5 @@ TEST(PatchingScores, RanksTheMeanDropOverItems) {
   EXPECT_THROW(patching_probe(model, probes[0], big), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -16,7 +16,7 @@
 #include "random_model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 TEST(Perplexity, TokenNllHandWorked) {
   // Row [0, ln 3]: probabilities [1/4, 3/4].
@@ -111,5 +111,5 @@ TEST(Perplexity, Stories260KTinyStoriesNll) {
   EXPECT_NEAR(r.mean_nll(), 1.311, 0.0015) << r.mean_nll();
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

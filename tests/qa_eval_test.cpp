@@ -19,7 +19,7 @@
 #include "model/transformer.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kShared = KVC_SHARED_DIR;
 const std::string kBin = kShared + "/models/stories260K/stories260K.bin";
@@ -289,5 +289,5 @@ TEST(QaEval, BudgetsShareTheTotalKeysByTheirProportions) {
   }
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -13,7 +13,7 @@
 #include "cli_runner.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kShared = KVC_SHARED_DIR;
 const std::string kBin = kShared + "/models/stories260K/stories260K.bin";
@@ -85,5 +85,5 @@ TEST(QaTokensJson, ScoresAggregateToTheTableAndIdsAreTheFedOnes) {
                         "--tokens-json: not with --out");
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -29,7 +29,7 @@
 #include "random_blocks.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 namespace fs = std::filesystem;
 using testing::python_ready;
@@ -370,5 +370,5 @@ TEST(QuantTypes, MatmulMatchesReferenceForEveryBlockType) {
   }
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

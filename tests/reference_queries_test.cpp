@@ -12,7 +12,7 @@
 #include "model/model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 class ReferenceQueriesTest : public ::testing::Test {
  protected:
@@ -138,5 +138,5 @@ TEST_F(ReferenceQueriesTest, BadPlansThrow) {
   EXPECT_EQ(query_source_name(QuerySourceKind::SelfStudy), "self-study");
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -23,7 +23,7 @@
 #include "loaders/llama2c_checkpoint.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kShared = KVC_SHARED_DIR;
 const std::string kData = kShared + "/data";
@@ -499,5 +499,5 @@ TEST_F(RulerTasks, CliWritesAFileAndListsTheTasks) {
   EXPECT_NE(n0.err.find("--n 0: must be at least 1"), std::string::npos) << n0.err;
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

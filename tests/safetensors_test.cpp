@@ -15,7 +15,7 @@
 #include "python_ref.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 using namespace kvcompact::testing;
 
@@ -227,5 +227,5 @@ TEST(Safetensors, ShardedIndex) {
   expect_error([&] { SafetensorsCheckpoint c4(dir); }, {"model.safetensors.index.json", "weight_map"});
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -18,7 +18,7 @@
 #include "random_model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 std::vector<float> log_probs(const std::vector<double>& p) {
   std::vector<float> l;
@@ -244,5 +244,5 @@ TEST(Generate, Stories260KGreedyMatchesLlama2c) {
   }
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

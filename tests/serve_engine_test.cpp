@@ -18,7 +18,7 @@
 #include "serve/session_store.h"
 
 namespace kvcompact::serve {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 class ServeTest : public ::testing::Test {
  protected:
@@ -69,7 +69,7 @@ TEST_F(ServeTest, RollbackThenRefeedIsExact) {
   EXPECT_EQ(earliest_rollback(c), 0);
   rollback_to(c, static_cast<int>(a));
   EXPECT_EQ(c.next_position, static_cast<int>(a));
-  EXPECT_EQ(longest_global_head(c), a);
+  EXPECT_EQ(c.longest_global_length(), a);
   const std::vector<float> l2 = tr.forward(std::span<const int>(all.data() + a, all.size() - a), c);
   EXPECT_EQ(l1, l2);
   expect_same_cache(first, c);
@@ -149,7 +149,7 @@ TEST_F(ServeTest, ProportionalAllocationKeepsEachStretchItsShare) {
       fo.logits = LogitsMode::None;
       tr.forward(std::span<const int>(all.data() + n1, all.size() - static_cast<std::size_t>(n1)), s.cache, fo);
       s.tokens = all;
-      const int longest = static_cast<int>(longest_global_head(s.cache));
+      const int longest = static_cast<int>(s.cache.longest_global_length());
       const int old_entries = p.target_entries() - 5 - 8;  // the first compaction's middle
       const int middle = longest - 5 - 8, new_entries = middle - old_entries;
       ASSERT_GT(new_entries, 2);
@@ -255,7 +255,7 @@ TEST_F(ServeTest, StoreReusesTheLongestExtendedSession) {
   Checkout d = store.take(std::span<const int>(all.data(), 10), 4);
   EXPECT_EQ(d.reused, 9);
   EXPECT_EQ(d.session->cache.next_position, 9);
-  EXPECT_EQ(longest_global_head(d.session->cache), 9u);
+  EXPECT_EQ(d.session->cache.longest_global_length(), 9u);
 }
 
 // A prompt that shares only the protected prefix (template + system prompt) and a little more
@@ -484,5 +484,5 @@ TEST_F(ServeTest, BudgetEvictsLeastRecentlyUsedAndTheSavedSessionComesBack) {
   std::filesystem::remove_all(dir);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact::serve

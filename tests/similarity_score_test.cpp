@@ -13,7 +13,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 std::string make_dir(const std::string& name) {
   const std::string dir = std::string(KVC_TEST_TMP) + "/" + std::to_string(static_cast<long>(getpid())) + "_" + name;
@@ -87,5 +87,5 @@ TEST(SimilarityScore, ErrorsAreOneLine) {
   EXPECT_EQ(parse_similarity_output("{\"scores\": [[0.5]]}", {1}), (std::vector<std::vector<double>>{{0.5}}));
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -30,7 +30,7 @@
 #include "tokenizer_cases.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -214,5 +214,5 @@ TEST_F(SmolLM2Transformers, LogitsGreedyAndPerplexityAgree) {
   }
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

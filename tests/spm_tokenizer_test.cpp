@@ -17,7 +17,7 @@
 #include "loaders/llama2c_checkpoint.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kShared = KVC_SHARED_DIR;
 const std::string kTok512 = kShared + "/models/stories260K/tok512.bin";
@@ -217,5 +217,5 @@ TEST_F(Tok512, EncodesWholeTinyStoriesFile) {
   EXPECT_EQ(t.decode(ids), text);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -14,7 +14,7 @@
 #include "model/transformer.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kShared = KVC_SHARED_DIR;
 const std::string kBin = kShared + "/models/stories260K/stories260K.bin";
@@ -70,5 +70,5 @@ TEST(Stories260KReference, BinAndGgufGiveTheSameLogits) {
   EXPECT_LT(max_diff, 1e-5);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

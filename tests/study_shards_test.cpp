@@ -16,7 +16,7 @@
 #include "cli_runner.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kShared = KVC_SHARED_DIR;
 const std::string kBin = kShared + "/models/stories260K/stories260K.bin";
@@ -176,5 +176,5 @@ TEST(BudgetEvalShards, MergedShardsEqualOneProcess) {
   expect_one_line_error(run_cli(eval + " --shard 0/2"), "--shard: needs --out DIR");
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

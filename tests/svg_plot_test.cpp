@@ -15,7 +15,7 @@
 #include "report/mask_figure.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 std::string tmp_dir(const std::string& sub) {
   std::string d = std::string(KVC_TEST_TMP) + "/" + sub;
@@ -491,11 +491,11 @@ TEST(Figures, RenderPngs) {
   }
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 // A family whose unmasked exact-match accuracy is 0 is named by zero_accuracy_families and marked
 // in its figure panel, whatever its cm_accuracy (BLEU of the unmasked answer against itself makes
@@ -531,5 +531,5 @@ TEST(Figures, MaskFigureMarksFamiliesWithZeroUnmaskedAccuracy) {
     EXPECT_NE(five.find(label), std::string::npos) << label;
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

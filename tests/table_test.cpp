@@ -7,7 +7,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 TEST(Table, TextCsvJson) {
   Table t({"method", "ratio", "tokens"}, 3);
@@ -34,5 +34,5 @@ TEST(Table, RowOfWrongWidthThrows) {
   EXPECT_THROW(t.add_row({1LL}), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

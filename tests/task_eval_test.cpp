@@ -24,7 +24,7 @@
 #include "model/sampler.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kShared = KVC_SHARED_DIR;
 const std::string kBin = kShared + "/models/stories260K/stories260K.bin";
@@ -250,5 +250,5 @@ TEST_F(TaskEval, BadInputsAreOneLineErrors) {
   expect_one_line_error(run_cli("task-eval --model " + kBin + " --tasks " + empty), "empty task file");
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -17,7 +17,7 @@
 #include "loaders/llama2c_checkpoint.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kShared = KVC_SHARED_DIR;
 const std::string kData = kShared + "/data";
@@ -305,5 +305,5 @@ TEST_F(TaskGenerators, BadOptionsAreErrors) {
   EXPECT_NE(message("math", o, empty).find("gsm8k/test.jsonl"), std::string::npos);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

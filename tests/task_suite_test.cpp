@@ -10,7 +10,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 std::string tmp_path(const std::string& name) {
   std::filesystem::create_directories(KVC_TEST_TMP);
@@ -164,5 +164,5 @@ TEST(TaskSuite, WriteRejectsInvalidItems) {
   EXPECT_FALSE(std::filesystem::exists(tmp_path("bad.jsonl")));
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

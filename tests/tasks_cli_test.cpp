@@ -14,7 +14,7 @@
 #include "cli_runner.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 const std::string kShared = KVC_SHARED_DIR;
 const std::string kBin = kShared + "/models/stories260K/stories260K.bin";
@@ -93,5 +93,5 @@ TEST_F(TasksCli, CheckNamesTheMalformedLine) {
   EXPECT_NE(ok.out.find("2 items (copy 1, math 1)"), std::string::npos) << ok.out;
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

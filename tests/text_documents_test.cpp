@@ -8,7 +8,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 TEST(TextDocuments, SplitsAtBlankAndWhitespaceOnlyLines) {
   auto docs = split_documents("  One.\nTwo.\n\nThree.\r\n \t \r\nFour.  \n\n\n");
@@ -49,5 +49,5 @@ TEST(TextDocuments, MissingAndEmptyFilesNameTheFile) {
   }
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

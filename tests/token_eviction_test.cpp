@@ -11,7 +11,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 struct Ctx {
   int T, d, g;
@@ -178,5 +178,5 @@ TEST(PyramidBudgets, SameTotalCappedAndDecreasing) {
   EXPECT_THROW(pyramid_budgets_for(3, 10, 2, 0.5), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -9,7 +9,7 @@
 #include "random_model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 using testing::make_random_model;
 using testing::small_config;
@@ -82,5 +82,5 @@ TEST(TransformerHooks, ZeroedAttentionOutputEqualsZeroedOutputProjection) {
   EXPECT_NE(masked, normal);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

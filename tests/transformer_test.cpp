@@ -12,7 +12,7 @@
 #include "random_model.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 using testing::make_random_model;
 using testing::RandomModel;
@@ -450,5 +450,5 @@ TEST(Transformer, BadInputThrows) {
   EXPECT_THROW(Transformer(odd, m.weights), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -14,7 +14,7 @@
 #include "ops/matmul.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 TEST(TypedWeights, HalfConversions) {
   EXPECT_EQ(f16_to_f32(0x3C00), 1.0f);
@@ -140,5 +140,5 @@ TEST(TypedWeights, MatmulMatchesReferenceForEveryType) {
   EXPECT_THROW(weight_row_f32(ws[4].w, 70, in, row), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -15,7 +15,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 using nlohmann::json;
 
@@ -199,5 +199,5 @@ TEST(UnitStudy, BadUnitListsAreErrors) {
             "input documents");
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

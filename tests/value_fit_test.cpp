@@ -10,7 +10,7 @@
 #include "core/error.h"
 
 namespace kvcompact {
-namespace {
+namespace { namespace KVC_UNITY_ID {
 
 TEST(ValueFit, RidgeHandWorkedOneDimensional) {
   // c = p.y / (p.p + lambda_eff), p = (1, 2, 2), y = (1, 0, 3): p.y = 7, p.p = 9.
@@ -120,5 +120,5 @@ TEST(ValueFit, NamesAndErrors) {
   EXPECT_THROW(fit_values(P.data(), 2, 1, bad.data(), 1, o), Error);
 }
 
-}  // namespace
+}}  // namespace
 }  // namespace kvcompact

@@ -23,9 +23,9 @@ void add_common_options(CLI::App* cmd, CommonOptions& common) {
   cmd->add_flag("--json", common.json, "print one JSON object on stdout");
   cmd->add_flag("--fast-quant", common.fast_quant,
                 "faster, not exact (default: exact float32): int8-quantised activations against "
-                "Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q2_K..Q6_K weights, as llama.cpp does, in decode and (where the CPU "
-                "has no AMX) in prefill; prefill in bfloat16 on AMX tiles where it has AMX-BF16 (F32 weights "
-                "stay exact)");
+                "Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q2_K..Q6_K weights, as llama.cpp does, in decode and, on AVX-512 VNNI "
+                "CPUs without AMX, in prefill; prefill in bfloat16 on AMX tiles where the CPU has AMX-BF16 (F32 "
+                "weights stay exact); on AVX2-only CPUs prefill stays exact");
 }
 
 void apply_common_options(const CommonOptions& common) {

@@ -184,21 +184,13 @@ Runner register_budget(CLI::App& app, CommonOptions& common) {
     if (curves && (o->n_layers > 0 || o->n_kv_heads > 0) && (o->n_layers != L || o->n_kv_heads != H))
       throw Error(fmt::format("budget: --layers {} --kv-heads {} disagree with the curves ({} x {}); give one of them",
                               o->n_layers, o->n_kv_heads, L, H));
-    BudgetSchedule s;
-    if (o->schedule == "optimized") {
-      if (!curves) throw Error("budget: --schedule optimized needs --curves");
-      BudgetSolverOptions so;
-      so.targets = targets;
-      so.floor = o->floor;
-      so.units = o->units;
-      s = optimize_budgets(*curves, so);
-    } else if (o->schedule == "uniform") {
-      s = uniform_schedule(L, H, targets, curves ? curves->sliding_layers : std::vector<int>{});
-    } else if (o->schedule == "pyramid") {
-      s = pyramid_schedule(L, H, targets, o->pyramid_beta, curves ? curves->sliding_layers : std::vector<int>{});
-    } else {
-      throw Error(fmt::format("--schedule: unknown schedule '{}' (valid: optimized, uniform, pyramid)", o->schedule));
-    }
+    if (!curves && o->schedule == "optimized") throw Error("budget: --schedule optimized needs --curves");
+    BudgetSolverOptions so;
+    so.targets = targets;
+    so.floor = o->floor;
+    so.units = o->units;
+    BudgetSchedule s = named_schedule(o->schedule, L, H, curves ? curves->sliding_layers : std::vector<int>{}, so,
+                                      curves.get(), o->pyramid_beta);
     if (curves && o->schedule != "optimized") set_predicted_delta(s, *curves);
     if (curves && !curves->grid.empty()) {
       // The additive model reads each head's curve at r_h = p_h * H * R (H: the compacted heads);

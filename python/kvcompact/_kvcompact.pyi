@@ -98,8 +98,9 @@ def get_threads() -> int:
 def set_fast_mode(on: bool) -> None:
     """The CLI's --fast-quant for the whole process (default off: exact float32 arithmetic). On:
     int8-quantised activations multiply Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q2_K..Q6_K weights as llama.cpp
-    does, in decoding (up to 4 rows) and, where the CPU has no AMX, in prefill (tiles of weight rows
-    times groups of 4 rows); where it has AMX-BF16, prefill rounds activations and decoded weights
+    does, in decoding (up to 4 rows) and, on AVX-512 VNNI CPUs without AMX, in prefill (tiles of
+    weight rows times groups of 4 rows; int8_prefill_preferred); on AVX2-only CPUs prefill stays
+    exact (there the int8 prefill lost to float32 sgemm); where the CPU has AMX-BF16, prefill rounds activations and decoded weights
     (any type but F32) to bfloat16 and multiplies them on AMX tiles with float32 accumulation. Not
     exact: logits move by about the 8-bit rounding of the activations."""
 
@@ -108,8 +109,12 @@ def fast_mode() -> bool:
 
 def amx_prefill_available() -> bool:
     """Whether the fast mode's prefill runs on AMX tiles in this process (CPU with AMX-BF16, a build
-    for it, and the kernels not lowered by KVC_ISA); otherwise fast mode's prefill uses the int8
-    kernels (weight types without one, e.g. F16/BF16, stay exact)."""
+    for it, and the kernels not lowered by KVC_ISA); otherwise see int8_prefill_preferred."""
+
+def int8_prefill_preferred() -> bool:
+    """Whether, where AMX is absent, the fast mode's prefill runs the int8 kernels: at the AVX-512
+    VNNI kernel level (KVC_ISA may lower it). Otherwise (AVX2) the fast mode's prefill is the exact
+    one; weight types without int8 kernels (F16/BF16/F32) are always exact there."""
 
 class _CacheViews:
     """Read-only views shared by CompactedCache and KVCache (copies, numpy float32)."""

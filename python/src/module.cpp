@@ -42,11 +42,13 @@ PYBIND11_MODULE(_kvcompact, m) {
   m.def("get_threads", [] { return omp_get_max_threads(); }, "OpenMP's current maximum number of threads.");
   m.def("set_fast_mode", [](bool on) {
     kvcompact::set_matmul_mode(on ? kvcompact::MatmulMode::FastQuant : kvcompact::MatmulMode::Exact);
-  }, py::arg("on").noconvert(), "The CLI's --fast-quant for this process (on: a bool): int8 activations in decoding, bfloat16 AMX prefill.");
+  }, py::arg("on").noconvert(), "The CLI's --fast-quant for this process (on: a bool): int8 activations in decoding; prefill in bfloat16 on AMX, int8 on AVX-512 VNNI, exact on AVX2.");
   m.def("fast_mode", [] { return kvcompact::matmul_mode() == kvcompact::MatmulMode::FastQuant; },
         "Whether the fast (not exact) matmul mode is on.");
   m.def("amx_prefill_available", [] { return kvcompact::bf16_matmul_available(); },
         "Whether the fast mode's prefill runs on AMX tiles here (AMX-BF16 CPU and build).");
+  m.def("int8_prefill_preferred", [] { return kvcompact::int8_prefill_preferred(); },
+        "Whether, without AMX, the fast mode's prefill runs the int8 kernels (AVX-512 VNNI level).");
 
   kvcompact::py_bind::bind_compact(m);
   kvcompact::py_bind::bind_model(m);

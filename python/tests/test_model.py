@@ -321,7 +321,7 @@ def test_newcomer_review_fixes(stories):
 
 def test_fast_mode_prefill_close_to_exact_smollm2():
     """set_fast_mode: prefill of a 24-token prompt in bfloat16 on AMX (where the CPU has it), or
-    through the int8 kernels (where it has not), stays close to the exact logits."""
+    through the int8 kernels (AVX-512 VNNI), stays close to the exact logits; on AVX2 it is exact."""
     model = kvcompact.Model(str(require(SMOLLM2)))
     ids = model.tokenize("The capital of France is Paris. The capital of Italy is Rome. The capital of Spain is")
     assert len(ids) > 16 and not kvcompact.fast_mode()
@@ -338,6 +338,9 @@ def test_fast_mode_prefill_close_to_exact_smollm2():
     print(f"fast vs exact: max |logit diff| / max |logit| = {rel.max():.3g}")
     # bf16 rounding of activations and weights (AMX), or int8 rounding of the activations per block
     # (as llama.cpp's CPU backend computes): changed, but only a little.
+    if not (kvcompact.amx_prefill_available() or kvcompact.int8_prefill_preferred()):
+        assert np.array_equal(fast, exact)  # AVX2: the fast mode's prefill is the exact one
+        return
     assert 0 < rel.max() <= (3e-2 if kvcompact.amx_prefill_available() else 1e-1), rel.max()
     assert np.mean(fast.argmax(axis=1) == exact.argmax(axis=1)) >= 0.9
     # The next-token NLL of the prompt moves by little (nats/token).

@@ -499,9 +499,24 @@ BudgetSchedule read_budget_schedule_for(const std::string& path, int n_layers, i
 BudgetSchedule schedule_by_name_or_file(const std::string& spec, int n_layers, int n_kv_heads,
                                         const std::vector<int>& sliding_layers, const std::vector<double>& targets,
                                         double pyramid_beta) {
-  if (spec == "uniform") return uniform_schedule(n_layers, n_kv_heads, targets, sliding_layers);
-  if (spec == "pyramid") return pyramid_schedule(n_layers, n_kv_heads, targets, pyramid_beta, sliding_layers);
+  if (spec == "uniform" || spec == "pyramid") {
+    BudgetSolverOptions solver;
+    solver.targets = targets;
+    return named_schedule(spec, n_layers, n_kv_heads, sliding_layers, solver, nullptr, pyramid_beta);
+  }
   return read_budget_schedule_for(spec, n_layers, n_kv_heads, sliding_layers);
+}
+
+BudgetSchedule named_schedule(const std::string& name, int n_layers, int n_kv_heads,
+                              const std::vector<int>& sliding_layers, const BudgetSolverOptions& solver,
+                              const InfluenceCurves* curves, double pyramid_beta) {
+  if (name == "optimized") {
+    if (curves == nullptr) throw Error("--schedule optimized needs influence curves (--curves)");
+    return optimize_budgets(*curves, solver);
+  }
+  if (name == "uniform") return uniform_schedule(n_layers, n_kv_heads, solver.targets, sliding_layers);
+  if (name == "pyramid") return pyramid_schedule(n_layers, n_kv_heads, solver.targets, pyramid_beta, sliding_layers);
+  throw Error(fmt::format("--schedule: unknown schedule '{}' (valid: optimized, uniform, pyramid)", name));
 }
 
 std::vector<int> compacted_head_budgets(const std::vector<double>& p, const std::vector<int>& T, int n_kv_heads,

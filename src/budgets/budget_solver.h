@@ -157,8 +157,17 @@ BudgetSchedule read_budget_schedule(const std::string& path);
 BudgetSchedule read_budget_schedule_for(const std::string& path, int n_layers, int n_kv_heads,
                                         const std::vector<int>& sliding_layers = {});
 
-/// A schedule by name or file: "uniform" (uniform_schedule), "pyramid" (pyramid_schedule with
-/// pyramid_beta), anything else a budgets file (read_budget_schedule_for). `targets` are the total
+/// The built schedules, by name: "optimized" (optimize_budgets over `curves` with `solver`),
+/// "uniform" (uniform_schedule) and "pyramid" (pyramid_schedule with pyramid_beta), for
+/// n_layers x n_kv_heads with `sliding_layers` never compacted, made for solver.targets. Throws
+/// Error for another name ("unknown schedule", listing the valid ones), for "optimized" without
+/// curves, and as those functions.
+BudgetSchedule named_schedule(const std::string& name, int n_layers, int n_kv_heads,
+                              const std::vector<int>& sliding_layers, const BudgetSolverOptions& solver,
+                              const InfluenceCurves* curves = nullptr, double pyramid_beta = 20.0);
+
+/// A schedule by name or file: "uniform" or "pyramid" (named_schedule), anything else a budgets
+/// file (read_budget_schedule_for). `targets` are the total
 /// ratios the built schedules record. Throws as those.
 BudgetSchedule schedule_by_name_or_file(const std::string& spec, int n_layers, int n_kv_heads,
                                         const std::vector<int>& sliding_layers, const std::vector<double>& targets,

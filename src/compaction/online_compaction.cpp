@@ -145,11 +145,7 @@ GenerationResult generate_with_online_compaction(const Transformer& model, const
   int done = 0;
   auto after = [&](KVCache& cache, std::span<const int> fed) {
     if (options.max_compactions > 0 && done >= options.max_compactions) return;
-    std::size_t longest = 0;
-    for (int l = 0; l < cache.n_layers(); ++l)
-      if (!cache.sliding(l))
-        for (int g = 0; g < cache.n_kv_heads(); ++g) longest = std::max(longest, cache.head(l, g).length());
-    if (longest < static_cast<std::size_t>(options.limit)) return;
+    if (cache.longest_global_length() < static_cast<std::size_t>(options.limit)) return;
     const OnlineCompactionEvent ev = compact_all_but_recent(model, tokenizer, cache, fed, options, done);
     ++done;
     log_line(fmt::format("generate: compaction {} after {} tokens: {} -> {} entries in {:.2f} s", done, ev.tokens_fed,

@@ -107,6 +107,20 @@ std::size_t KVCache::bytes() const {
   return b;
 }
 
+const HeadCache* KVCache::longest_global_head() const {
+  const HeadCache* best = nullptr;
+  for (int l = 0; l < n_layers_; ++l)
+    if (!sliding(l))
+      for (int g = 0; g < n_kv_heads_; ++g)
+        if (best == nullptr || head(l, g).length() > best->length()) best = &head(l, g);
+  return best;
+}
+
+std::size_t KVCache::longest_global_length() const {
+  const HeadCache* h = longest_global_head();
+  return h ? h->length() : 0;
+}
+
 std::size_t KVCache::bytes_with_lengths(const std::vector<int>& lengths) const {
   if (lengths.size() != heads_.size())
     throw Error(fmt::format("cache bytes: {} head lengths for a cache of {} heads", lengths.size(), heads_.size()));

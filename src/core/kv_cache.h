@@ -69,6 +69,11 @@ class KVCache {
 
   /// Entries summed over all heads.
   std::size_t total_entries() const;
+  /// The first of the longest heads of the global-attention layers (sliding-window layers are
+  /// bounded by their window instead); nullptr when every layer slides or the cache has no heads.
+  const HeadCache* longest_global_head() const;
+  /// Its length in entries (0 when there is none): the measure a context limit is checked against.
+  std::size_t longest_global_length() const;
   /// Storage in bytes of keys and values (float32), plus beta for heads that carry a bias.
   std::size_t bytes() const;
   /// The bytes() this cache would take with per-head lengths `lengths` [n_layers * n_kv_heads,

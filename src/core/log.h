@@ -3,6 +3,7 @@
 // or a GUI can route the lines elsewhere. Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string_view>
 
@@ -16,5 +17,10 @@ void set_log_sink(LogSink sink);
 
 /// Sends one line (e.g. "compact-eval: document 1/5 ..." or "kvcompact: warning: ...") to the sink.
 void log_line(std::string_view line);
+
+/// Wall time in seconds (steady clock) since t0, for progress lines and timings.
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 }  // namespace kvcompact

@@ -85,24 +85,8 @@ void matmul_wt(const float* X, const WeightMatrix& W, float* Y, int n, int in, i
     }
     return;
   }
-  if (matmul_mode() == MatmulMode::FastQuant && quant_dot_supported(W.type())) {
-    // The fast mode's prefill GEMM where AMX is absent: X quantised once (as ggml's Q8_K / Q8_0),
-    // then tiles of W rows (about 32 KiB, so a tile stays in L1/L2) times groups of 4 activation
-    // rows through the integer dot kernels; each tile's weights are decoded once per 4 rows.
-    const Isa isa = kernel_isa();
-    thread_local QuantizedRows xq;
-    quantize_rows(W.type(), X, n, in, xq);
-    const QuantizedRows& xs = xq;
-    const int tile = std::clamp(static_cast<int>((std::size_t{32} << 10) / std::max<std::size_t>(row_bytes, 1)), 8, 256);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int c = 0; c < (out + tile - 1) / tile; ++c) {
-      const int r0 = c * tile, r1 = std::min(out, r0 + tile);
-      for (int i0 = 0; i0 < n; i0 += kTypedDotMaxRows)
-        quant_rows_dot(W.type(), base, row_bytes, r0, r1, xs.view(i0, std::min(kTypedDotMaxRows, n - i0)),
-                       Y + static_cast<std::size_t>(i0) * out, out, isa);
-    }
-    return;
-  }
+  if (matmul_mode() == MatmulMode::FastQuant && quant_dot_supported(W.type()) && int8_prefill_preferred())
+    return matmul_wt_int8(X, W, Y, n, in, out);
   // Rows per block: about 16 MiB of float32 scratch, at least 16 rows. Fewer, larger sgemm calls
   // are faster (pp512, 2 threads, Llama-3.2-1B shape, Q4_K: 109-112 tokens/s with 4 MiB blocks,
   // 116-118 with 16 MiB; 83 with 1 MiB); splitting the rows over threads, each with its own
@@ -119,6 +103,32 @@ void matmul_wt(const float* X, const WeightMatrix& W, float* Y, int n, int in, i
                      S + static_cast<std::size_t>(r) * in, in);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, m, in, 1.0f, X, in, S, in, 0.0f, Y + r0,
                 out);
+  }
+}
+
+bool int8_prefill_preferred() { return kernel_isa() >= Isa::Avx512; }
+
+void matmul_wt_int8(const float* X, const WeightMatrix& W, float* Y, int n, int in, int out) {
+  check_shape(W, in, out);
+  if (!quant_dot_supported(W.type()))
+    throw Error(fmt::format("matmul_wt_int8: {} weights have no int8 dot kernel", weight_type_name(W.type())));
+  if (n <= 0 || out <= 0) return;
+  const std::size_t row_bytes = weight_row_bytes(W.type(), in);
+  const std::uint8_t* base = W.bytes();
+  // X quantised once (as ggml's Q8_K / Q8_0), then tiles of W rows (about 32 KiB, so a tile stays
+  // in L1/L2) times groups of 4 activation rows through the integer dot kernels; each tile's
+  // weights are decoded once per 4 rows.
+  const Isa isa = kernel_isa();
+  thread_local QuantizedRows xq;
+  quantize_rows(W.type(), X, n, in, xq);
+  const QuantizedRows& xs = xq;
+  const int tile = std::clamp(static_cast<int>((std::size_t{32} << 10) / std::max<std::size_t>(row_bytes, 1)), 8, 256);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int c = 0; c < (out + tile - 1) / tile; ++c) {
+    const int r0 = c * tile, r1 = std::min(out, r0 + tile);
+    for (int i0 = 0; i0 < n; i0 += kTypedDotMaxRows)
+      quant_rows_dot(W.type(), base, row_bytes, r0, r1, xs.view(i0, std::min(kTypedDotMaxRows, n - i0)),
+                     Y + static_cast<std::size_t>(i0) * out, out, isa);
   }
 }
 

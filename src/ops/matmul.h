@@ -34,11 +34,23 @@ void set_matmul_mode(MatmulMode mode);
 /// AVX-512 where kernel_isa() allows, else decode to a per-thread buffer and dot); float32
 /// accumulation. With MatmulMode::FastQuant and a supported type: int8 dots (ops/quant_dot.h).
 /// n > 4: F32 through cblas_sgemm directly; with MatmulMode::FastQuant and AMX, bf16_matmul_wt;
-/// otherwise the other types (F16, BF16, ggml blocks) in blocks of W's rows decoded to float32 into
+/// with FastQuant, a supported type and int8_prefill_preferred(), matmul_wt_int8; otherwise the other types (F16, BF16, ggml blocks) in blocks of W's rows decoded to float32 into
 /// a thread-local scratch buffer (about 16 MiB, rows decoded in parallel), each block multiplied
 /// with sgemm, so W stays in its storage type.
 /// Throws Error when W's shape (or size) is not [out, in]. Reference twin: matmul_wt_typed_ref.
 void matmul_wt(const float* X, const WeightMatrix& W, float* Y, int n, int in, int out);
+
+/// The fast mode's int8 prefill GEMM: X [n, in] quantised once to the activation blocks W's type
+/// pairs with (quantize_rows), then tiles of W's rows (about 32 KiB) x groups of 4 rows of X through
+/// quant_rows_dot at kernel_isa(); Y: [n, out]. Throws Error for a W type without int8 dot kernels
+/// (quant_dot_supported) or of another shape. Reference twin: quant_rows_dot one row at a time.
+void matmul_wt_int8(const float* X, const WeightMatrix& W, float* Y, int n, int in, int out);
+
+/// Whether the fast mode's prefill (n > 4, no AMX) takes matmul_wt_int8: at the AVX-512 VNNI level
+/// (vpdpbusd) only. With AVX2's maddubs it lost to decoding + float32 sgemm end to end on a 2-core
+/// Zen 3 (pp512, 2 threads, bench/vs_llama_cpp.py: SmolLM2 Q4_1 280 vs 442 tokens/s, Gemma 3 270M
+/// Q4_K_M 286 vs 408), so there the fast mode's prefill is the exact one.
+bool int8_prefill_preferred();
 
 /// Plain reference of the typed matmul: every element decoded by weight_element_ref, double
 /// accumulation. Same shapes and errors as matmul_wt.

@@ -20,8 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 /// Bytes at the end of `s` that start a UTF-8 sequence not yet complete (0 .. 3).
 std::size_t incomplete_utf8_tail(const std::string& s) {
   const std::size_t n = s.size();
@@ -251,7 +249,7 @@ void Engine::refresh_metrics(const std::vector<std::unique_ptr<Active>>& active)
                  sessions.end());
   for (const auto& a : active)
     if (a->s) sessions.push_back({a->s->id, a->s->tokens.size(), a->s->cache.total_entries(), allocated_bytes(a->s->cache),
-                        longest_global_head(a->s->cache), a->s->compactions, true, false});
+                        a->s->cache.longest_global_length(), a->s->compactions, true, false});
   std::lock_guard<std::mutex> lock(mu_);
   metrics_.sessions = std::move(sessions);
   metrics_.kv_entries = metrics_.kv_bytes = 0;
@@ -280,13 +278,13 @@ void Engine::release(Active& a) {
 bool Engine::ensure_room(Active& a, int tokens) {
   const CompactionPolicy& p = options_.policy;
   Session& s = *a.s;
-  if (static_cast<int>(longest_global_head(s.cache)) + tokens <= p.ctx) return true;
+  if (static_cast<int>(s.cache.longest_global_length()) + tokens <= p.ctx) return true;
   CompactionReport r;
   if (s.tokens.size() >= 2 && compact_session(transformer_, *model_.tokenizer, p, s, &r)) {
     a.kv.compaction_seconds += r.seconds;
     record_compaction(s, r, "during a turn");
   }
-  return static_cast<int>(longest_global_head(s.cache)) + std::min(tokens, 1) <= p.ctx;
+  return static_cast<int>(s.cache.longest_global_length()) + std::min(tokens, 1) <= p.ctx;
 }
 
 void Engine::finish(Active& a, const std::string& reason) {
@@ -301,7 +299,7 @@ void Engine::finish(Active& a, const std::string& reason) {
   a.kv.session = s.id;
   a.kv.cache_entries = s.cache.total_entries();
   a.kv.cache_bytes = allocated_bytes(s.cache);
-  a.kv.longest_head = longest_global_head(s.cache);
+  a.kv.longest_head = s.cache.longest_global_length();
   a.kv.original_tokens = s.tokens.size();
   a.kv.compactions = s.compactions;
   e.kv = a.kv;
@@ -314,7 +312,7 @@ void Engine::finish(Active& a, const std::string& reason) {
   // Between turns: when the cache passed the high-water mark, the compactor thread compacts it
   // while the worker goes on with the other sessions (the answer is out); else it is saved now.
   const CompactionPolicy& p = options_.policy;
-  if (longest_global_head(s.cache) > static_cast<std::size_t>(p.high_water * p.ctx) && s.tokens.size() >= 2) {
+  if (s.cache.longest_global_length() > static_cast<std::size_t>(p.high_water * p.ctx) && s.tokens.size() >= 2) {
     compacting_[s.id] = s.tokens;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -407,7 +405,7 @@ void Engine::step(std::vector<std::unique_ptr<Active>>& active) {
           fail(a, 400, fmt::format("the conversation cannot be held in --ctx {} entries per head", options_.policy.ctx));
           continue;
         }
-        chunk = std::min(chunk, options_.policy.ctx - static_cast<int>(longest_global_head(a.s->cache)));
+        chunk = std::min(chunk, options_.policy.ctx - static_cast<int>(a.s->cache.longest_global_length()));
         seq.tokens = std::span<const int>(a.req.prompt.data() + a.fed, static_cast<std::size_t>(chunk));
         if (a.fed + static_cast<std::size_t>(chunk) == a.req.prompt.size()) seq.logit_rows = {chunk - 1};
         prefill_rows += static_cast<std::size_t>(chunk);

@@ -67,7 +67,7 @@ void compact_stretch(const Transformer& model, const Tokenizer& tokenizer, const
                      Session& s, int keep_prefix, int keep_recent, int n, int keep, int begin, int end, int cap,
                      const ReferenceQueries* recent_queries = nullptr) {
   OnlineCompactionOptions oc;
-  oc.limit = static_cast<int>(longest_global_head(s.cache)) + 1;
+  oc.limit = static_cast<int>(s.cache.longest_global_length()) + 1;
   oc.keep_recent = keep_recent;
   oc.keep_prefix = keep_prefix;
   oc.ratio = std::min(1.0, (static_cast<double>(keep) + 0.5) / n);
@@ -83,7 +83,7 @@ bool compact_session(const Transformer& model, const Tokenizer& tokenizer, const
                      Session& s, CompactionReport* report) {
   const auto t0 = std::chrono::steady_clock::now();
   KVCache& cache = s.cache;
-  const std::size_t longest = longest_global_head(cache);
+  const std::size_t longest = cache.longest_global_length();
   const int prefix = std::max(1, std::min<int>(s.protected_prefix, static_cast<int>(longest)));
   const int target = policy.target_entries();
   // Keep fewer recent entries when the prefix and the recent window alone would pass the target.
@@ -104,7 +104,7 @@ bool compact_session(const Transformer& model, const Tokenizer& tokenizer, const
   // The stretch earlier compactions produced: entries of the largest head before compacted_until,
   // standing for the original tokens [prefix, compacted_until).
   int old_entries = 0;
-  if (const HeadCache* h = longest_global_head_cache(cache))
+  if (const HeadCache* h = cache.longest_global_head())
     for (int i = prefix; i < prefix + middle; ++i)
       if (h->positions[static_cast<std::size_t>(i)] < s.compacted_until) ++old_entries;
   const int old_tokens = s.compacted_until - prefix, new_entries = middle - old_entries;
@@ -141,7 +141,7 @@ bool compact_session(const Transformer& model, const Tokenizer& tokenizer, const
   trim_sliding_layers(cache, policy.keep_recent);
   shrink_to_fit(cache);
   r.entries_after = cache.total_entries();
-  r.longest_after = longest_global_head(cache);
+  r.longest_after = cache.longest_global_length();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   s.compactions += 1;
   s.compaction_seconds += r.seconds;

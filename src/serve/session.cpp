@@ -8,20 +8,6 @@
 
 namespace kvcompact::serve {
 
-const HeadCache* longest_global_head_cache(const KVCache& cache) {
-  const HeadCache* best = nullptr;
-  for (int l = 0; l < cache.n_layers(); ++l)
-    if (!cache.sliding(l))
-      for (int g = 0; g < cache.n_kv_heads(); ++g)
-        if (best == nullptr || cache.head(l, g).length() > best->length()) best = &cache.head(l, g);
-  return best;
-}
-
-std::size_t longest_global_head(const KVCache& cache) {
-  const HeadCache* h = longest_global_head_cache(cache);
-  return h ? h->length() : 0;
-}
-
 std::size_t allocated_bytes(const KVCache& cache) {
   std::size_t b = 0;
   for (int l = 0; l < cache.n_layers(); ++l)

@@ -31,13 +31,6 @@ struct Session {
   bool dirty = true;           ///< changed since it was last written to the save folder
 };
 
-/// Entries per head of the largest global-layer head (the `--ctx` measure; sliding-window layers
-/// are bounded by their window instead, see trim_sliding_layers).
-std::size_t longest_global_head(const KVCache& cache);
-
-/// That head itself (the first of the largest); nullptr when the cache has no global layer.
-const HeadCache* longest_global_head_cache(const KVCache& cache);
-
 /// Bytes the cache's heads have allocated (vector capacities: keys, values, beta, positions),
 /// which is what the process holds for it; KVCache::bytes() counts the entries in use.
 std::size_t allocated_bytes(const KVCache& cache);

@@ -150,7 +150,7 @@ void SessionStore::save(const Session& s, const std::string& name) {
   k.model_name = fs::path(model_.path).filename().string();
   k.config = model_.config;
   k.method = "serve";
-  k.ratio = s.tokens.empty() ? 1.0 : std::min(1.0, static_cast<double>(longest_global_head(s.cache)) / s.tokens.size());
+  k.ratio = s.tokens.empty() ? 1.0 : std::min(1.0, static_cast<double>(s.cache.longest_global_length()) / s.tokens.size());
   k.context_tokens.assign(s.tokens.begin(), s.tokens.end());
   k.last_logits = s.last_logits;
   if (k.last_logits.size() != static_cast<std::size_t>(model_.config.vocab_size))
@@ -241,7 +241,7 @@ std::vector<SessionInfo> SessionStore::list() const {
   std::vector<SessionInfo> out;
   for (const auto& [id, s] : idle_)
     out.push_back({id, s->tokens.size(), s->cache.total_entries(), allocated_bytes(s->cache),
-                   longest_global_head(s->cache), s->compactions, true, saved_.count(id) > 0});
+                   s->cache.longest_global_length(), s->compactions, true, saved_.count(id) > 0});
   for (const auto& [id, sv] : saved_)
     if (!idle_.count(id)) out.push_back({id, sv.tokens.size(), 0, 0, 0, 0, false, true});
   return out;

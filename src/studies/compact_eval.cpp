@@ -19,10 +19,6 @@
 namespace kvcompact {
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 /// Mean NLL (nats/token) of the continuation over a cache holding the context.
 double mean_continuation_nll(const Transformer& model, const KVCache& cache, std::span<const int> continuation,
                              std::span<const float> first_logits) {

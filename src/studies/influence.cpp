@@ -28,10 +28,6 @@
 namespace kvcompact {
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 /// Hidden states entering every layer, captured from one forward.
 struct LayerInputCapture : ForwardObserver {
   std::vector<std::vector<float>> x;  // [n_layers][n, dim]

@@ -23,10 +23,6 @@ namespace {
 
 using nlohmann::json;
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 std::string item_where(const std::string& file, const TaskItem& item) {
   return fmt::format("{}: item {}", file, item.id);
 }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "tasks/text_words.h"
 
 namespace kvcompact {
 
@@ -30,10 +31,7 @@ namespace {
 
 bool is_alpha(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
 
-template <typename T>
-void shuffle(std::vector<T>& v, SplitMix64& rng) {  // Fisher-Yates
-  for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
-}
+using text_words::shuffle;
 
 struct Word {
   std::size_t start;
@@ -45,7 +43,7 @@ struct Sentence {
 };
 
 /// Sentences: a terminator . ! ? (then closing quotes) followed by whitespace or the end.
-std::vector<Sentence> split_sentences(const std::string& t) {
+std::vector<Sentence> split_sentence_spans(const std::string& t) {
   std::vector<Sentence> out;
   std::size_t i = 0;
   while (i < t.size()) {
@@ -155,7 +153,7 @@ std::vector<QaArticle> make_cloze(const std::vector<std::string>& stories, const
       ++too_long;
       continue;
     }
-    const std::vector<Sentence> sents = split_sentences(text);
+    const std::vector<Sentence> sents = split_sentence_spans(text);
     std::vector<Candidate> cands;
     std::set<std::string> pool_set;
     for (std::size_t s = 0; s < sents.size(); ++s) {

@@ -32,7 +32,7 @@ using text_words::starts_upper;
 
 namespace fs = std::filesystem;
 
-constexpr int kMaxAttemptsPerItem = 100;
+constexpr int kMaxRulerAttempts = 100;
 
 // RULER scripts/data/synthetic/constants.py (templates and answer prefixes) and its generators.
 constexpr const char* kNoise = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
@@ -349,7 +349,7 @@ std::vector<TaskItem> make_niah(Ruler& r, const NiahConfig& c) {
   std::vector<TaskItem> items;
   for (int i = 0; i < r.opts.n; ++i) {
     bool made = false;
-    for (int attempt = 0; attempt < kMaxAttemptsPerItem && !made; ++attempt) {
+    for (int attempt = 0; attempt < kMaxRulerAttempts && !made; ++attempt) {
       // Keys and values, all distinct.
       std::set<std::string> used;
       auto fresh = [&](Kind k) {
