@@ -34,8 +34,9 @@ void set_matmul_mode(MatmulMode mode);
 /// AVX-512 where kernel_isa() allows, else decode to a per-thread buffer and dot); float32
 /// accumulation. With MatmulMode::FastQuant and a supported type: int8 dots (ops/quant_dot.h).
 /// n > 4: F32 through cblas_sgemm directly; with MatmulMode::FastQuant and AMX, bf16_matmul_wt;
-/// with FastQuant, a supported type and int8_prefill_preferred(), matmul_wt_int8; otherwise the other types (F16, BF16, ggml blocks) in blocks of W's rows decoded to float32 into
-/// a thread-local scratch buffer (about 16 MiB, rows decoded in parallel), each block multiplied
+/// with FastQuant, a supported type and int8_prefill_preferred(), matmul_wt_int8; otherwise the
+/// other types (F16, BF16, ggml blocks) in blocks of W's rows decoded to float32 into a thread-local
+/// scratch buffer (about 16 MiB, rows decoded in parallel), each block multiplied
 /// with sgemm, so W stays in its storage type.
 /// Throws Error when W's shape (or size) is not [out, in]. Reference twin: matmul_wt_typed_ref.
 void matmul_wt(const float* X, const WeightMatrix& W, float* Y, int n, int in, int out);
