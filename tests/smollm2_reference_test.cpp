@@ -66,7 +66,7 @@ class SmolLM2Transformers : public ::testing::Test {
     model_ = std::make_unique<Model>(load_model(path_));
     const Tokenizer& tok = *model_->tokenizer;
     const std::vector<int> wiki = wiki_tokens(tok, 4096);
-    for (int n : {16, 64, 256, 512, 1024, 2048}) {
+    for (int n : {16, 64, 256, 2048}) {  // causal: the 2048 case's rows at 256, 512, ... stand for shorter forwards
       LogitsCase c{"wiki" + std::to_string(n), std::vector<int>(wiki.begin() + 7, wiki.begin() + 7 + n), {}};
       for (int k = 1; k <= 8; ++k) c.positions.push_back(n * k / 8 - 1);
       c.positions.push_back(0);
@@ -82,7 +82,7 @@ class SmolLM2Transformers : public ::testing::Test {
 
     greedy_prompts_ = {cases_.back().ids, tok.encode("Once upon a time, in a small village by the sea,", true),
                        std::vector<int>(wiki.begin(), wiki.begin() + 100)};
-    for (int w = 0; w < 4; ++w) windows_.emplace_back(wiki.begin() + w * 1024, wiki.begin() + (w + 1) * 1024);
+    for (int w = 0; w < 2; ++w) windows_.emplace_back(wiki.begin() + w * 1024, wiki.begin() + (w + 1) * 1024);
 
     json req = {{"logits", json::array()}, {"greedy", json::array()}, {"windows", windows_}};
     for (const auto& lc : cases_) req["logits"].push_back({{"ids", lc.ids}, {"positions", lc.positions}});
@@ -189,9 +189,9 @@ void SmolLM2Transformers::wikitext2_perplexity_within_1e3() {
     if (!llama_ref_.is_null()) llama += llama_ref_["window_nll_sum"][w].get<double>();
   }
   ASSERT_EQ(n, n_ref);
-  ASSERT_EQ(n, 4 * 1023);
+  ASSERT_EQ(n, 2 * 1023);
   const double a = ours / n, b = theirs / n, c = llama / n;
-  std::printf("[ smollm2 ] WikiText-2 test, 4 x 1024 tokens: nll kvcompact %.6f, transformers %.6f, llama.cpp %.6f "
+  std::printf("[ smollm2 ] WikiText-2 test, 2 x 1024 tokens: nll kvcompact %.6f, transformers %.6f, llama.cpp %.6f "
               "nats/token\n", a, b, c);
   EXPECT_NEAR(a, b, 1e-3);
   ASSERT_FALSE(llama_ref_.is_null()) << "llama.cpp reference failed: " << slurp(prefix_ + ".llama.json.log");

@@ -49,3 +49,27 @@ def stories():
     import kvcompact
 
     return kvcompact.Model(str(require(STORIES)))
+
+
+@pytest.fixture(scope="session")
+def hf_smollm2():
+    """transformers' SmolLM2-135M-Instruct from the same Q4_1 GGUF (dequantised to float32, eval
+    mode, 1 thread), loaded once for the whole session (the load alone takes ~30 s). Each user
+    gets it with the attention implementation it was loaded with (tests switch it)."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    torch.set_num_threads(1)
+    path = require(SMOLLM2)
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
+    model._kvc_initial_attn = model.config._attn_implementation
+    return model
+
+
+def fresh_hf(model):
+    """The session's transformers model with its attention implementation as loaded."""
+    model.set_attn_implementation(model._kvc_initial_attn)
+    return model

@@ -3,13 +3,12 @@ transformers' forward over a converted native compaction against kvcompact's own
 (Model.logits / Model.generate with cache=), hf.compact at ratio 1 against the full DynamicCache,
 memory of the ragged cache, and the errors."""
 import copy
-import os
 
 import numpy as np
 import pytest
 
 import kvcompact
-from conftest import SHARED, SMOLLM2, STORIES, require
+from conftest import SHARED, SMOLLM2, STORIES, fresh_hf, require
 
 import torch  # noqa: E402  (torch/transformers: .venv, scripts/requirements-ref.txt)
 import kvcompact.hf as kh  # noqa: E402
@@ -18,16 +17,11 @@ WIKI = SHARED / "data" / "wikitext2" / "wiki.test.raw"
 
 
 @pytest.fixture(scope="module")
-def models():
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
+def models(hf_smollm2):
     torch.set_num_threads(1)
     kvcompact.set_threads(1)
     path = require(SMOLLM2)
-    hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
+    hf = fresh_hf(hf_smollm2)
     km = kvcompact.Model(str(path))
     text = require(WIKI).read_text()
     ids = km.tokenize(text[:4000])[:400]

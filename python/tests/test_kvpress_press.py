@@ -4,13 +4,12 @@ per-layer compaction equals kvcompact.compact_cache on the model's own keys, val
 queries, and decoding with the press's beta (attention-function wrapper) equals kvcompact.hf's
 independent compacted attention over the same heads."""
 import copy
-import os
 
 import numpy as np
 import pytest
 
 import kvcompact
-from conftest import SHARED, SMOLLM2, require
+from conftest import SHARED, SMOLLM2, fresh_hf, require
 
 import torch  # noqa: E402  (torch/transformers/kvpress: .venv, scripts/requirements-ref.txt)
 
@@ -19,19 +18,16 @@ QUESTION = "\nQuestion: What is the secret code of the blue door?\nAnswer:"
 
 
 @pytest.fixture(scope="module")
-def setup():
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+def setup(hf_smollm2):
     import kvpress  # noqa: F401  (registers the pipeline)
-    from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
-    from transformers.utils import logging as hf_logging
+    from transformers import AutoTokenizer, pipeline
 
     import kvcompact.kvpress  # noqa: F401
 
-    hf_logging.disable_progress_bar()
     torch.set_num_threads(1)
     kvcompact.set_threads(1)
     path = require(SMOLLM2)
-    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
+    model = fresh_hf(hf_smollm2)
     tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     pipe = pipeline("kv-press-text-generation", model=model, tokenizer=tok, device="cpu")
     text = require(WIKI).read_text()[:1200]

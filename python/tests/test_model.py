@@ -1,14 +1,11 @@
 """kvcompact.Model against the kvcompact CLI (same library, another process) on stories260K and
-against Hugging Face transformers (tests/ref/hf_gguf_forward.py, GGUF dequantized to float32) on
+against Hugging Face transformers (the same GGUF, dequantized to float32; conftest's hf_smollm2) on
 SmolLM2-135M-Instruct Q4_1, with the tolerance of tests/smollm2_reference_test.cpp."""
-import json
-import subprocess
-
 import numpy as np
 import pytest
 
 import kvcompact
-from conftest import CLI, PYTHON, ROOT, SMOLLM2, STORIES, TINYSTORIES, cli_json, require
+from conftest import SMOLLM2, STORIES, TINYSTORIES, cli_json, fresh_hf, require
 
 
 def test_config_and_tokenizer_equal_cli(stories):
@@ -46,18 +43,17 @@ def test_logits_nll_generate_equal_cli(stories):
     kvcompact.set_threads(2)
 
 
-def test_logits_equal_transformers_smollm2(tmp):
+def test_logits_equal_transformers_smollm2(hf_smollm2):
+    import torch
+
     model = kvcompact.Model(str(require(SMOLLM2)))
     ids = model.tokenize("The capital of France is Paris. The capital of Italy is Rome. The capital of Spain is")
     assert len(ids) > 16
     logits = model.logits(ids)
-    (tmp / "req.json").write_text(json.dumps({"logits": [{"ids": ids, "positions": list(range(len(ids)))}]}))
-    r = subprocess.run([PYTHON, str(ROOT / "tests" / "ref" / "hf_gguf_forward.py"), str(SMOLLM2),
-                        str(tmp / "req.json"), str(tmp / "hf")], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    V = json.loads(r.stdout)["vocab"]
-    assert V == model.config["vocab_size"]
-    want = np.fromfile(tmp / "hf.logits.f32", dtype=np.float32).reshape(len(ids), V)
+    hf = fresh_hf(hf_smollm2)
+    with torch.no_grad():
+        want = hf(torch.tensor([ids])).logits[0].numpy()
+    assert want.shape == (len(ids), model.config["vocab_size"])
     scale = np.abs(want).max(axis=1)
     diff = np.abs(logits.astype(np.float64) - want).max(axis=1)
     print(f"max |logit diff| / max |logit| = {np.max(diff / scale):.3g}")

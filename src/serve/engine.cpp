@@ -179,6 +179,10 @@ bool Engine::waits_for_compaction(const std::vector<int>& prompt) const {
   });
 }
 
+bool Engine::front_admissible() const {
+  return !queue_.empty() && (compacting_.empty() || !waits_for_compaction(queue_.front().second.prompt));
+}
+
 void Engine::record_compaction(const Session& s, const CompactionReport& r, const char* when) {
   log_line(fmt::format("serve: session {} compacted {} at {} tokens: largest head {} -> {} entries in {:.2f} s", s.id,
                        when, s.tokens.size(), r.longest_before, r.longest_after, r.seconds));
@@ -332,10 +336,9 @@ void Engine::admit(std::vector<std::unique_ptr<Active>>& active) {
     GenerationRequest req;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (queue_.empty()) return;
       // The next turn of a conversation whose session is being compacted waits for it (it would
       // otherwise prefill the whole history again); requests behind it wait too, in order.
-      if (!compacting_.empty() && waits_for_compaction(queue_.front().second.prompt)) return;
+      if (!front_admissible()) return;
       t = std::move(queue_.front().first);
       req = std::move(queue_.front().second);
       queue_.pop_front();
@@ -511,7 +514,9 @@ void Engine::run() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] {
-        return stopping_ || !queue_.empty() || !tasks_.empty() || !active.empty() || !compacted_.empty();
+        // A queued turn whose session is being compacted does not wake the worker (it would spin
+        // beside the compactor); the compactor's cv_.notify_all when it finishes does.
+        return stopping_ || front_admissible() || !tasks_.empty() || !active.empty() || !compacted_.empty();
       });
       tasks.swap(tasks_);
       stopping = stopping_;

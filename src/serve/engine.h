@@ -150,6 +150,9 @@ class Engine {
   void take_compacted();
   /// Whether the prompt extends a session that is being compacted (its request then waits for it).
   bool waits_for_compaction(const std::vector<int>& prompt) const;
+  /// Whether the queue's first request can be admitted now: there is one and its session is not
+  /// being compacted (worker thread, mu_ held).
+  bool front_admissible() const;
   /// Logs a compaction and counts it in the metrics (worker or compactor thread).
   void record_compaction(const Session& s, const CompactionReport& r, const char* when);
   /// Writes the idle sessions that changed to the save folder, when there is one.
