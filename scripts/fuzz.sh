@@ -7,7 +7,11 @@
 # saved under build-fuzz/artifacts/<name>/: crash-*, oom-*, timeout-*, leak-*). Exit status 1 when
 # any harness crashed.
 #
-# Usage: bash scripts/fuzz.sh [--no-install] [SECONDS] [HARNESS...]   e.g. scripts/fuzz.sh 30 gguf jinja
+# Usage: bash scripts/fuzz.sh [--no-install] [--build-dir DIR] [SECONDS] [HARNESS...]   e.g. scripts/fuzz.sh 30 gguf jinja
+# --build-dir DIR: use DIR, a tree already configured with clang and -DKVC_FUZZ=ON (CI configures one
+# tree with -DKVC_SANITIZE=ON -DKVC_FUZZ=ON for both the sanitizer tests and the fuzzers), instead of
+# configuring build-fuzz/; the harnesses, corpora, artifacts and logs then live under DIR.
+# --install-only: install the compiler packages below and exit (before configuring such a tree).
 # KVC_FUZZ_SEED=N fixes libFuzzer's random seed (CI uses 1): a run is then the same sequence of
 # inputs on every machine, so a CI finding replays locally from an empty build-fuzz/corpus.
 # Reproduce a finding:  build-fuzz/<name>_fuzz build-fuzz/artifacts/<name>/crash-...
@@ -17,7 +21,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 install=1
-if [ "${1:-}" = "--no-install" ]; then install=0; shift; fi
+dir=build-fuzz
+configure=1
+install_only=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-install) install=0; shift ;;
+    --install-only) install_only=1; shift ;;
+    --build-dir) [ $# -ge 2 ] || { echo "fuzz: --build-dir needs a directory" >&2; exit 2; }
+                 dir="$2"; configure=0; shift 2 ;;
+    *) break ;;
+  esac
+done
+if [ "$configure" = 0 ] && ! grep -q '^KVC_FUZZ:BOOL=ON' "$dir/CMakeCache.txt" 2>/dev/null; then
+  echo "fuzz: $dir is not a tree configured with -DKVC_FUZZ=ON (CC=clang CXX=clang++)" >&2
+  exit 2
+fi
 seconds="${1:-60}"
 shift || true
 
@@ -37,15 +56,19 @@ if [ "$install" = 1 ]; then
   fi
 fi
 
-launcher=()
-command -v ccache > /dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DKVC_FUZZ=ON -DKVC_BUILD_TESTS=OFF -DKVC_BUILD_BENCH=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-  "${launcher[@]}" > /dev/null
-mkdir -p build-fuzz/logs
-if ! cmake --build build-fuzz -j"${KVC_FUZZ_JOBS:-2}" --target kvc_fuzzers > build-fuzz/logs/build.log 2>&1; then
-  tail -40 build-fuzz/logs/build.log >&2
-  echo "fuzz: build failed (build-fuzz/logs/build.log)" >&2
+[ "$install_only" = 1 ] && exit 0
+
+if [ "$configure" = 1 ]; then
+  launcher=()
+  command -v ccache > /dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  CC=clang CXX=clang++ cmake -S . -B "$dir" -DKVC_FUZZ=ON -DKVC_BUILD_TESTS=OFF -DKVC_BUILD_BENCH=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+    "${launcher[@]}" > /dev/null
+fi
+mkdir -p "$dir/logs"
+if ! cmake --build "$dir" -j"${KVC_FUZZ_JOBS:-2}" --target kvc_fuzzers > "$dir/logs/build.log" 2>&1; then
+  tail -40 "$dir/logs/build.log" >&2
+  echo "fuzz: build failed ($dir/logs/build.log)" >&2
   exit 2
 fi
 
@@ -69,16 +92,16 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
 failed=0
 summary=()
 for n in "${harnesses[@]}"; do
-  bin="build-fuzz/${n}_fuzz"
+  bin="$dir/${n}_fuzz"
   [ -x "$bin" ] || { echo "fuzz: no harness $bin" >&2; exit 2; }
-  corpus="build-fuzz/corpus/$n"
-  artifacts="build-fuzz/artifacts/$n"
-  log="build-fuzz/logs/$n.log"
+  corpus="$dir/corpus/$n"
+  artifacts="$dir/artifacts/$n"
+  log="$dir/logs/$n.log"
   mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
   seeds=()
   [ -d "fuzz/corpus/$n" ] && seeds=("fuzz/corpus/$n")
   echo "fuzz: $n for ${seconds}s (log $log)" >&2
-  stamp="build-fuzz/logs/$n.start"
+  stamp="$dir/logs/$n.start"
   touch "$stamp"
   rc=0
   seed_flag=()
