@@ -180,7 +180,7 @@ bool Engine::waits_for_compaction(const std::vector<int>& prompt) const {
 }
 
 bool Engine::front_admissible() const {
-  return !queue_.empty() && (compacting_.empty() || !waits_for_compaction(queue_.front().second.prompt));
+  return !queue_.empty() && !waits_for_compaction(queue_.front().second.prompt);
 }
 
 void Engine::record_compaction(const Session& s, const CompactionReport& r, const char* when) {
