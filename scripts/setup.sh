@@ -67,12 +67,27 @@ if [ "$install" = 1 ]; then
     llama_args+=" -DGGML_NATIVE=ON"
   fi
   # The venv is up to date when it was made from these requirements and these llama.cpp options.
-  want_marker="$(cat scripts/requirements-ref.txt; echo "# llama.cpp CMAKE_ARGS: $llama_args")"
+  want_marker="$(cat scripts/requirements-ref.txt; echo "# llama.cpp CMAKE_ARGS: $llama_args, common off")"
   if [ "$want_marker" != "$(cat .venv/.requirements-installed 2>/dev/null)" ]; then
     echo "setup: [${SECONDS}s] installing the reference peers into .venv" >&2
     # pip's wheel cache does not know CMAKE_ARGS: build llama-cpp-python afresh for these options.
+    # Its CMakeLists forces llama.cpp's `common` library on (LLAMA_BUILD_COMMON ... FORCE), which
+    # the wheel never installs and the binding never loads: the sdist is unpacked and built with
+    # it off (3 instead of 8 minutes on 2 cores; the same libllama and libggml).
+    sdist=$(mktemp -d)
+    .venv/bin/pip download --disable-pip-version-check -q --no-deps --no-binary :all: -d "$sdist" \
+      "$(grep '^llama-cpp-python==' scripts/requirements-ref.txt)"
+    tar xzf "$sdist"/llama_cpp_python-*.tar.gz -C "$sdist"
+    src=$(echo "$sdist"/llama_cpp_python-*/)
+    force_on='set(LLAMA_BUILD_COMMON ON CACHE BOOL "Build llama.cpp common library" FORCE)'
+    if ! grep -qF "$force_on" "$src/CMakeLists.txt"; then
+      echo "setup: $src/CMakeLists.txt: no '$force_on' line to turn off (another llama-cpp-python version?)" >&2
+      exit 1
+    fi
+    sed -i "s/${force_on//\//\\/}/${force_on/ ON / OFF }/" "$src/CMakeLists.txt"
     CMAKE_ARGS="$llama_args" .venv/bin/pip install --disable-pip-version-check -q --no-cache-dir --force-reinstall \
-      --no-deps "$(grep '^llama-cpp-python==' scripts/requirements-ref.txt)"
+      --no-deps "$src"
+    rm -rf "$sdist"
     .venv/bin/pip install --disable-pip-version-check -q -r <(grep -v '^kvpress==' scripts/requirements-ref.txt)
     # kvpress without its declared dependencies (it would pull peft and move transformers); the
     # ones it imports are pinned in requirements-ref.txt.

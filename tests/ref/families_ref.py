@@ -11,6 +11,10 @@ Commands (stdout: JSON):
                      gemma3: RMSNorm weights + 1, sliding_window(_pattern), rope.freq_base_swa).
                      Prints {"ok": true}.
   llamacpp GGUF TOKENS  Logits of llama-cpp-python (logits_all) for comma-separated TOKENS.
+  make-all ROOT      `make` for every KIND in one process (torch and transformers are imported
+                     once): ROOT/KIND/ and ROOT/KIND.json, each JSON written atomically after its
+                     folder. The CTest fixture families_ref_checkpoints runs it for
+                     tests/families_ref_test.cpp (KVC_FAMILIES_REF_DIR).
 KIND: llama3, linear, yarn, mistral_swa, qwen2_swa, gemma3, gemma3_gguf.
 """
 import json
@@ -94,14 +98,40 @@ def logits_of(model, tokens):
     return out.logits[0].float().numpy()
 
 
-def cmd_make(kind, outdir):
+KINDS = ["llama3", "linear", "yarn", "mistral_swa", "qwen2_swa", "gemma3", "gemma3_gguf"]
+
+
+def make(kind, outdir):
+    """Saves the checkpoint of `kind` to `outdir`; returns its reference JSON object."""
     import transformers as tf
     model = build(kind)
     model.save_pretrained(outdir, safe_serialization=True)
     model = tf.AutoModelForCausalLM.from_pretrained(outdir, dtype="float32", attn_implementation="eager")
     model.eval()
     toks = prompt()
-    json.dump({"kind": kind, "tokens": toks, "logits": logits_of(model, toks).tolist()}, sys.stdout)
+    return {"kind": kind, "tokens": toks, "logits": logits_of(model, toks).tolist()}
+
+
+def cmd_make(kind, outdir):
+    json.dump(make(kind, outdir), sys.stdout)
+
+
+def cmd_make_all(root):
+    import os
+    import shutil
+    os.makedirs(root, exist_ok=True)
+    for kind in KINDS:
+        out = os.path.join(root, kind)
+        for stale in (out + ".json", out):
+            if os.path.isdir(stale):
+                shutil.rmtree(stale)
+            elif os.path.exists(stale):
+                os.remove(stale)
+        ref = make(kind, out)
+        with open(out + ".json.tmp", "w") as f:
+            json.dump(ref, f)
+        os.replace(out + ".json.tmp", out + ".json")
+        print(f"{kind}: {out}", flush=True)
 
 
 def permute(w, n_head, n_head_kv):  # convert_hf_to_gguf LlamaModel.permute
@@ -228,6 +258,8 @@ def cmd_llamacpp(path, tokens):
 if __name__ == "__main__":
     if sys.argv[1] == "make":
         cmd_make(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "make-all":
+        cmd_make_all(sys.argv[2])
     elif sys.argv[1] == "gguf":
         cmd_gguf(sys.argv[2], sys.argv[3], sys.argv[4])
     elif sys.argv[1] == "llamacpp":
