@@ -59,15 +59,12 @@ const Ref& reference(const std::string& kind) {
   auto it = cache.find(kind);
   if (it != cache.end()) return it->second;
   Ref r;
-  std::string out;
   const char* shared = std::getenv("KVC_FAMILIES_REF_DIR");
-  if (shared != nullptr && fs::exists(fs::path(shared) / (kind + ".json"))) {
-    r.dir = (fs::path(shared) / kind).string();
-    out = r.dir + ".json";
-  } else {
-    r.dir = scratch() + "/" + kind;
+  const bool built = shared != nullptr && fs::exists(fs::path(shared) / (kind + ".json"));
+  r.dir = built ? (fs::path(shared) / kind).string() : scratch() + "/" + kind;
+  const std::string out = r.dir + ".json";
+  if (!built) {
     fs::remove_all(r.dir);
-    out = r.dir + ".json";
     const int rc = run_python_ref("families_ref.py", "make " + kind + " '" + r.dir + "'", out);
     EXPECT_EQ(rc, 0) << slurp(out + ".log");
     if (rc != 0) return cache.emplace(kind, std::move(r)).first->second;

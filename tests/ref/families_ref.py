@@ -122,11 +122,10 @@ def cmd_make_all(root):
     os.makedirs(root, exist_ok=True)
     for kind in KINDS:
         out = os.path.join(root, kind)
-        for stale in (out + ".json", out):
-            if os.path.isdir(stale):
-                shutil.rmtree(stale)
-            elif os.path.exists(stale):
-                os.remove(stale)
+        # The JSON goes first: an interrupted rebuild leaves no JSON beside a half-written folder.
+        if os.path.exists(out + ".json"):
+            os.remove(out + ".json")
+        shutil.rmtree(out, ignore_errors=True)
         ref = make(kind, out)
         with open(out + ".json.tmp", "w") as f:
             json.dump(ref, f)
